@@ -47,3 +47,16 @@ def get_embedder(kind: str, **options: object) -> Embedder:
         f"unknown embedder {kind!r}",
         hint="set embedder to one of: local, ollama, hash (e.g. `bm config set embedder local`)",
     )
+
+
+def embedder_name(kind: str, *, ollama_model: str = "nomic-embed-text") -> str:
+    """The name an embedder records in a store, known without loading it."""
+    from ..errors import ConfigError
+
+    names = {"local": "local:all-MiniLM-L6-v2", "ollama": f"ollama:{ollama_model}", "hash": "hash:384"}
+    if kind not in names:
+        raise ConfigError(
+            f"unknown embedder {kind!r}",
+            hint="set embedder to one of: local, ollama, hash (e.g. `bm config set embedder local`)",
+        )
+    return names[kind]

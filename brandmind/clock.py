@@ -1,0 +1,89 @@
+"""Hybrid logical clock and id helpers.
+
+An HLC timestamp is ``(wall_ms, counter, replica)``: it never goes backwards on
+one replica even if the wall clock does, and it orders events across replicas
+(ties broken by replica id), which is what last-writer-wins registers need.
+"""
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime, timezone
+from typing import NamedTuple
+
+_B32 = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower-case
+
+
+class HLC(NamedTuple):
+    wall_ms: int
+    counter: int
+    replica: str
+
+    def tick(self, now_ms: int | None = None) -> "HLC":
+        """The next timestamp for a local event."""
+        now = now_ms if now_ms is not None else now_millis()
+        if now > self.wall_ms:
+            return HLC(now, 0, self.replica)
+        return HLC(self.wall_ms, self.counter + 1, self.replica)
+
+    def encode(self) -> list:
+        return [self.wall_ms, self.counter, self.replica]
+
+    @classmethod
+    def decode(cls, value: list) -> "HLC":
+        return cls(int(value[0]), int(value[1]), str(value[2]))
+
+
+def now_millis() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def new_id(prefix: str, ms: int | None = None) -> str:
+    """A sortable unique id: prefix, 10 base32 chars of time, 12 of randomness."""
+    ms = ms if ms is not None else now_millis()
+    t = ""
+    for _ in range(10):
+        t = _B32[ms & 31] + t
+        ms >>= 5
+    r = int.from_bytes(os.urandom(8), "big")
+    rnd = ""
+    for _ in range(12):
+        rnd += _B32[r & 31]
+        r >>= 5
+    return f"{prefix}_{t}{rnd}"
+
+
+def iso(ms: int | None) -> str | None:
+    """Epoch milliseconds as an ISO 8601 UTC string (``None`` stays ``None``)."""
+    if ms is None:
+        return None
+    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(value: str | int | float | None, *, field: str = "time") -> int | None:
+    """Epoch ms from an ISO 8601 date/datetime, epoch seconds/ms, or ``None``.
+
+    Naive datetimes are taken as UTC.  Raises InvalidInput on anything else.
+    """
+    from .errors import InvalidInput
+
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise InvalidInput(f"{field} must be a date, got {value!r}",
+                           hint="use ISO 8601, e.g. 2024-05-01 or 2024-05-01T09:30:00Z")
+    if isinstance(value, (int, float)):
+        # seconds before year 5138, milliseconds after
+        return int(value * 1000) if abs(value) < 1e11 else int(value)
+    text = str(value).strip()
+    try:
+        if text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInput(f"cannot read {field} {value!r} as a date",
+                           hint="use ISO 8601, e.g. 2024-05-01 or 2024-05-01T09:30:00Z") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)

@@ -1,0 +1,150 @@
+"""Where bm keeps things and how it is configured.
+
+Resolution, first match wins:
+
+* ``BM_HOME=DIR`` puts everything in one directory: ``DIR/config.toml``,
+  ``DIR/data`` (the store), ``DIR/cache`` (the built embedding model).
+* otherwise the XDG base directories: ``$XDG_CONFIG_HOME/brandmind/config.toml``,
+  ``$XDG_DATA_HOME/brandmind`` and ``$XDG_CACHE_HOME/brandmind`` (with the usual
+  ``~/.config``, ``~/.local/share`` and ``~/.cache`` defaults).
+
+Settings come from the defaults below, then the TOML file, then ``BM_<KEY>``
+environment variables (``BM_EMBEDDER=hash``), then explicit arguments.
+Nothing is resolved at import time.
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+DEFAULTS: dict[str, Any] = {
+    # embedder: local (embedded all-MiniLM-L6-v2), ollama, or hash (tests only)
+    "embedder": "local",
+    "ollama_host": "http://127.0.0.1:11434",
+    "ollama_model": "nomic-embed-text",
+    # default owner of memories and beads when --user is not given
+    "user": "default",
+    # beads whose content is larger than this many bytes go to the blob store
+    "blob_threshold": 65536,
+    # a memory's text may not be longer than this many characters
+    "max_memory_chars": 16000,
+}
+
+_INT_KEYS = {"blob_threshold", "max_memory_chars"}
+
+
+@dataclass(frozen=True)
+class Paths:
+    config_file: Path
+    data_dir: Path
+    cache_dir: Path
+
+    @property
+    def lmdb_dir(self) -> Path:
+        return self.data_dir / "log.lmdb"
+
+    @property
+    def sqlite_file(self) -> Path:
+        return self.data_dir / "memory.sqlite"
+
+    @property
+    def blob_dir(self) -> Path:
+        return self.data_dir / "blobs"
+
+
+def resolve_paths(home: str | os.PathLike[str] | None = None) -> Paths:
+    """Paths for ``home`` (or ``BM_HOME``, or the XDG directories)."""
+    home = home if home is not None else os.environ.get("BM_HOME")
+    if home:
+        root = Path(home).expanduser().resolve()
+        return Paths(root / "config.toml", root / "data", root / "cache")
+    env = os.environ
+    user_home = Path.home()
+    config = Path(env.get("XDG_CONFIG_HOME") or user_home / ".config") / "brandmind"
+    data = Path(env.get("XDG_DATA_HOME") or user_home / ".local" / "share") / "brandmind"
+    cache = Path(env.get("XDG_CACHE_HOME") or user_home / ".cache") / "brandmind"
+    return Paths(config / "config.toml", data, cache)
+
+
+@dataclass
+class Config:
+    embedder: str = DEFAULTS["embedder"]
+    ollama_host: str = DEFAULTS["ollama_host"]
+    ollama_model: str = DEFAULTS["ollama_model"]
+    user: str = DEFAULTS["user"]
+    blob_threshold: int = DEFAULTS["blob_threshold"]
+    max_memory_chars: int = DEFAULTS["max_memory_chars"]
+    paths: Paths = field(default_factory=resolve_paths)
+
+    @classmethod
+    def load(cls, home: str | os.PathLike[str] | None = None, **overrides: Any) -> "Config":
+        paths = resolve_paths(home)
+        values: dict[str, Any] = dict(DEFAULTS)
+        values.update(read_config_file(paths.config_file))
+        for key in DEFAULTS:
+            env = os.environ.get(f"BM_{key.upper()}")
+            if env is not None:
+                values[key] = env
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(paths=paths, **{k: coerce(k, v) for k, v in values.items()})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "paths"}
+
+
+def coerce(key: str, value: Any) -> Any:
+    if key not in DEFAULTS:
+        raise ConfigError(
+            f"unknown config key {key!r}",
+            hint="known keys: " + ", ".join(sorted(DEFAULTS)),
+        )
+    if key in _INT_KEYS:
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"config key {key!r} must be a whole number, got {value!r}",
+                hint=f"e.g. `bm config set {key} {DEFAULTS[key]}`",
+            ) from None
+        if number <= 0:
+            raise ConfigError(f"config key {key!r} must be positive, got {number}",
+                              hint=f"e.g. `bm config set {key} {DEFAULTS[key]}`")
+        return number
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"config key {key!r} must be a non-empty string",
+                          hint=f"e.g. `bm config set {key} {DEFAULTS[key]}`")
+    return value
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot parse {path}: {exc}",
+                          hint="fix the file or delete it to go back to the defaults") from None
+    unknown = sorted(set(data) - set(DEFAULTS))
+    if unknown:
+        raise ConfigError(f"unknown key(s) in {path}: {', '.join(unknown)}",
+                          hint="known keys: " + ", ".join(sorted(DEFAULTS)))
+    return data
+
+
+def write_config_value(paths: Paths, key: str, value: Any) -> Any:
+    """Validate and store ``key = value`` in the TOML file; returns the stored value."""
+    import tomli_w
+
+    value = coerce(key, value)
+    data = read_config_file(paths.config_file)
+    data[key] = value
+    paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = paths.config_file.with_suffix(".toml.tmp")
+    tmp.write_text(tomli_w.dumps(data), encoding="utf-8")
+    os.replace(tmp, paths.config_file)
+    return value

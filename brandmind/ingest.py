@@ -1,0 +1,75 @@
+"""Reading conversation messages (JSONL) for ``bm ingest``.
+
+One message a line: ``{"id"?, "role", "speaker"?, "content", "ts"?, "thread"?, "meta"?}``.
+Parsing is pure: it turns a line into a validated message dict or raises
+InvalidInput naming the line.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from . import validate
+from .clock import parse_time
+from .errors import InvalidInput
+
+FIELDS = {"id", "role", "speaker", "content", "ts", "thread", "meta"}
+
+
+def parse_message(line: str | bytes, lineno: int) -> dict | None:
+    """The message on one JSONL line, or None for a blank line."""
+    where = f"line {lineno}"
+    if isinstance(line, bytes):
+        try:
+            line = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"{where}: not valid UTF-8 (byte {exc.start})",
+                               hint="convert the file to UTF-8, or pass --skip-bad") from None
+    if not line.strip():
+        return None
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})",
+                           hint="fix that line, or pass --skip-bad to report bad lines and go on") from None
+    return message_from_obj(obj, where)
+
+
+def message_from_obj(obj: Any, where: str) -> dict:
+    hint = 'each line is {"role": "user", "content": "..."} with optional id, speaker, ts, thread, meta'
+    if not isinstance(obj, dict):
+        raise InvalidInput(f"{where}: expected a JSON object, got {type(obj).__name__}", hint=hint)
+    unknown = sorted(set(obj) - FIELDS)
+    if unknown:
+        raise InvalidInput(f"{where}: unknown field(s) {', '.join(unknown)}", hint=hint)
+    try:
+        role = validate.name(obj.get("role"), what="role")
+        content = validate.text(obj.get("content"), what="content")
+        speaker = obj.get("speaker")
+        if speaker is not None:
+            speaker = validate.name(speaker, what="speaker")
+        thread = obj.get("thread")
+        if thread is not None:
+            thread = validate.name(thread, what="thread")
+        msg_id = obj.get("id")
+        if msg_id is not None:
+            if isinstance(msg_id, (int, float)) and not isinstance(msg_id, bool):
+                msg_id = str(msg_id)
+            msg_id = validate.name(msg_id, what="id")
+        ts = parse_time(obj.get("ts"), field="ts")
+        meta = validate.meta(obj.get("meta"))
+    except InvalidInput as exc:
+        raise InvalidInput(f"{where}: {exc.message}", hint=exc.hint) from None
+    return {"id": msg_id, "role": role, "speaker": speaker, "content": content, "ts": ts,
+            "thread": thread, "meta": meta}
+
+
+def message_key(user: str, msg: dict) -> str:
+    """What makes a message 'seen before': its id, else thread + ts + speaker + content."""
+    if msg.get("id") is not None:
+        return f"{user}\x1fid\x1f{msg['thread'] or ''}\x1f{msg['id']}"
+    digest = hashlib.sha256("\x1f".join([
+        msg.get("thread") or "", str(msg.get("ts")), msg.get("speaker") or "", msg["content"],
+    ]).encode()).hexdigest()
+    return f"{user}\x1fh\x1f{digest}"

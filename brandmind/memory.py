@@ -1,0 +1,628 @@
+"""``brandmind.Memory``: the one object the CLI (and any agent) talks to.
+
+It owns the op log (LMDB), the SQLite projection, the blob store and the
+embedder.  Every write appends ops first, then applies them to SQLite (see
+projection.py); every read goes to the projections.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+
+from . import validate
+from .clock import iso, new_id, now_millis, parse_time
+from .config import Config
+from .errors import BMError, InvalidInput, NotFound, StoreMissing, UsageError
+from .ingest import message_key, parse_message
+from .oplog import BlobStore, OpLog
+from .projection import apply_log_side, apply_sql_side
+from .recall import Filters, Searcher, keyword_query
+from .sqlstore import SQLStore
+
+Progress = Callable[[int, int], None]  # (done, total)
+INGEST_BATCH = 256
+
+
+class Memory:
+    """A bm store.  Use as a context manager or call close()."""
+
+    def __init__(self, home: str | os.PathLike[str] | None = None, *, config: Config | None = None,
+                 embedder: Any = None, create: bool = False, check_model: bool = True) -> None:
+        from .embed import embedder_name
+
+        self.config = config or Config.load(home)
+        paths = self.config.paths
+        self.paths = paths
+        self._embedder = embedder
+        self.embedder_name = embedder.name if embedder is not None else embedder_name(
+            self.config.embedder, ollama_model=self.config.ollama_model)
+        if not create and not (paths.lmdb_dir / "data.mdb").exists():
+            raise StoreMissing(f"no bm store at {paths.data_dir}",
+                               hint="run `bm init` first (or point BM_HOME at an existing store)")
+        paths.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log = OpLog(paths.lmdb_dir, create=create)
+        self.blobs = BlobStore(paths.blob_dir)
+        # a deleted index is created empty and refilled from the log by the catch-up
+        self.sql = SQLStore(paths.sqlite_file, model=self.embedder_name, dim=self._dim,
+                            create=True, check_model=check_model)
+        self.searcher = Searcher(self.sql)
+        self._catch_up()
+
+    # -- plumbing -----------------------------------------------------------
+    def _dim(self) -> int:
+        return int(self.embedder.dim)
+
+    @property
+    def embedder(self) -> Any:
+        if self._embedder is None:
+            from .embed import get_embedder
+
+            kind = self.config.embedder
+            options: dict[str, Any] = {}
+            if kind == "local":
+                options["cache_dir"] = self.config.paths.cache_dir
+            elif kind == "ollama":
+                options = {"model": self.config.ollama_model, "host": self.config.ollama_host}
+            self._embedder = get_embedder(kind, **options)
+        return self._embedder
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sql.close()
+        self.log.close()
+
+    def _embed_docs(self, texts: list[str]) -> np.ndarray:
+        from .errors import ModelMismatch
+
+        vecs = np.asarray(self.embedder.embed_documents(texts), dtype=np.float32)
+        if vecs.ndim != 2 or vecs.shape[1] != self.sql.dim:
+            raise ModelMismatch(
+                f"the embedder returned {vecs.shape[-1]}-d vectors; this store holds {self.sql.dim}-d ones",
+                hint="run `bm reindex` to re-embed the store with the configured model")
+        return vecs
+
+    def _vector_for(self, text: str) -> bytes:
+        raw = self.log.cached_vector(self.sql.model, text)
+        if raw is not None and len(raw) == 4 * self.sql.dim:
+            return raw
+        vec = self._embed_docs([text])[0].tobytes()
+        with self.log.write() as t:
+            t.cache_vector(self.sql.model, text, vec)
+        return vec
+
+    def _catch_up(self, progress: Progress | None = None) -> int:
+        """Apply every op the SQLite projection has not seen yet; returns how many."""
+        if self.sql.applied() >= self.log.last_arrival():
+            return 0
+        n = 0
+        deleted = False
+        with self.sql.write():
+            start = self.sql.applied()
+            total = self.log.last_arrival() - start
+            last = start
+            for arrival, op in self.log.ops_after(start):
+                apply_sql_side(self.sql, op, self._vector_for)
+                deleted = deleted or op["kind"] in ("memory.forget", "user.forget")
+                last = arrival
+                n += 1
+                if progress and n % 500 == 0:
+                    progress(n, total)
+            self.sql.set_meta("applied", str(last))
+        self.searcher.invalidate(deleted=deleted)
+        return n
+
+    def _user(self, user: str | None) -> str:
+        return validate.name(user if user is not None else self.config.user, what="user")
+
+    # -- memories -------------------------------------------------------------
+    def remember(self, text: str | bytes, *, type: str = "fact", user: str | None = None,
+                 agent: str | None = None, importance: float = 0.5, meta: dict | None = None,
+                 ts: str | int | None = None) -> dict:
+        """Store one memory; returns it as recall would."""
+        text = validate.text(text, limit=self.config.max_memory_chars)
+        payload = {
+            "id": new_id("m"), "text": text, "type": validate.memory_type(type),
+            "user": self._user(user),
+            "agent": validate.name(agent, what="agent") if agent is not None else None,
+            "importance": validate.importance(importance), "meta": validate.meta(meta),
+            "source": "remember", "provenance": [], "valid_from": None, "valid_to": None,
+        }
+        payload["ts"] = parse_time(ts, field="ts") if ts is not None else now_millis()
+        vec = self._embed_docs([text])[0]
+        with self.log.write() as t:
+            t.append("memory.add", payload)
+            t.cache_vector(self.sql.model, text, vec.tobytes())
+        self._catch_up()
+        return self.get(payload["id"])
+
+    def get(self, memory_id: str) -> dict:
+        rows = list(self.sql.rows("SELECT * FROM memories WHERE id=?", (memory_id,)))
+        if not rows:
+            raise NotFound(f"no memory {memory_id!r}", hint="list ids with `bm memories list`")
+        return _memory_out(rows[0])
+
+    def list_memories(self, *, user: str | None = None, agent: str | None = None,
+                      type: str | None = None, limit: int = 50, offset: int = 0,
+                      all_users: bool = False) -> list[dict]:
+        where, args = ["1"], []
+        if not all_users:
+            where.append("user_id = ?")
+            args.append(self._user(user))
+        if agent is not None:
+            where.append("agent_id = ?")
+            args.append(agent)
+        if type is not None:
+            where.append("type = ?")
+            args.append(validate.memory_type(type))
+        rows = self.sql.rows(f"SELECT * FROM memories WHERE {' AND '.join(where)} "
+                             "ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
+                             (*args, int(limit), int(offset)))
+        return [_memory_out(r) for r in rows]
+
+    def recall(self, query: str | bytes, *, k: int = 10, user: str | None = None,
+               agent: str | None = None, types: Iterable[str] = (), since: str | int | None = None,
+               until: str | int | None = None) -> list[dict]:
+        """The k memories that best answer ``query``, best first."""
+        query = validate.text(query, what="query")
+        if not 1 <= int(k) <= 1000:
+            raise UsageError(f"k must be from 1 to 1000, got {k}", hint="e.g. -k 10")
+        filters = Filters(
+            user=self._user(user),
+            agent=validate.name(agent, what="agent") if agent is not None else None,
+            types=tuple(validate.memory_type(t) for t in types),
+            since=parse_time(since, field="since"), until=parse_time(until, field="until"))
+        qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
+        if qvec.shape != (self.sql.dim,):
+            from .errors import ModelMismatch
+
+            raise ModelMismatch(f"query vector is {qvec.shape[-1]}-d, the store's are {self.sql.dim}-d",
+                                hint="run `bm reindex`")
+        hits = self.searcher.search(query, qvec, filters, int(k))
+        if not hits:
+            return []
+        by_rowid = {r["rowid"]: r for r in self.sql.rows(
+            f"SELECT * FROM memories WHERE rowid IN ({','.join('?' * len(hits))})",
+            tuple(h["rowid"] for h in hits))}
+        out = []
+        for h in hits:
+            row = by_rowid.get(h["rowid"])
+            if row is None:
+                continue
+            item = _memory_out(row)
+            item["score"] = round(h["score"], 6)
+            item["signals"] = h["signals"]
+            out.append(item)
+        return out
+
+    def recall_batch(self, queries: Iterable[dict], *, user: str | None = None,
+                     agent: str | None = None) -> Iterator[dict]:
+        """For each ``{"query", "k"?, "id"?, "user"?, "agent"?, "type"?, "since"?, "until"?}``,
+        ``{"id", "results"}`` (or ``{"id", "error"}`` for that query alone)."""
+        for n, q in enumerate(queries, 1):
+            qid = q.get("id", n) if isinstance(q, dict) else n
+            try:
+                if not isinstance(q, dict) or "query" not in q:
+                    raise InvalidInput("each batch line needs a \"query\"",
+                                       hint='e.g. {"id": 1, "query": "where does Ann live?", "k": 5}')
+                types = q.get("type") or ()
+                results = self.recall(q["query"], k=q.get("k", 10), user=q.get("user", user),
+                                      agent=q.get("agent", agent),
+                                      types=[types] if isinstance(types, str) else types,
+                                      since=q.get("since"), until=q.get("until"))
+                yield {"id": qid, "results": results}
+            except BMError as exc:
+                yield {"id": qid, "error": exc.message, "hint": exc.hint}
+
+    # -- forgetting -----------------------------------------------------------
+    def forget(self, memory_id: str) -> dict:
+        """Remove a memory from every projection; the log keeps a tombstone op."""
+        item = self.get(memory_id)
+        self._forget_ids([memory_id])
+        return item
+
+    def _forget_ids(self, ids: list[str]) -> None:
+        if not ids:
+            return
+        op_ids = dict(self.sql.conn.execute(
+            f"SELECT id, op_id FROM memories WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall())
+        with self.log.write() as t:
+            for memory_id in ids:
+                t.append("memory.forget", {"id": memory_id})
+                if memory_id in op_ids:  # the text does not linger in the log
+                    t.redact(op_ids[memory_id], {"id": memory_id, "redacted": True})
+        self._catch_up()
+
+    def forget_user(self, user: str) -> dict:
+        """Forget everything of one user: memories, beads, graph nodes."""
+        user = validate.name(user, what="user")
+        counts = self.stats(user=user)["counts"]
+        op_ids = self.sql.conn.execute("SELECT id, op_id FROM memories WHERE user_id=?", (user,)).fetchall()
+        with self.log.write() as t:
+            op = t.append("user.forget", {"user": user})
+            apply_log_side(t, op)
+            for memory_id, op_id in op_ids:
+                t.redact(op_id, {"id": memory_id, "redacted": True})
+        self._catch_up()
+        return counts
+
+    def match(self, query: str, *, user: str | None = None, agent: str | None = None,
+              limit: int = 1000) -> list[dict]:
+        """Memories containing every word of ``query`` (what ``forget --match`` removes)."""
+        query = validate.text(query, what="query")
+        fts = keyword_query(query)
+        if fts is None:
+            return []
+        fts = fts.replace(" OR ", " AND ")
+        f = Filters(user=self._user(user), agent=agent)
+        where, args = f.sql("m")
+        rows = self.sql.rows(
+            f"SELECT m.* FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid "
+            f"WHERE memories_fts MATCH ? AND {where} ORDER BY m.created_at LIMIT ?", (fts, *args, limit))
+        return [_memory_out(r) for r in rows]
+
+    def forget_many(self, ids: list[str]) -> int:
+        for memory_id in ids:
+            self.get(memory_id)
+        self._forget_ids(list(dict.fromkeys(ids)))
+        return len(set(ids))
+
+    # -- beads ------------------------------------------------------------------
+    def _bead_payload(self, content: str, *, user: str, role: str, speaker: str | None,
+                      ts: int | None, thread: str | None, source: str, turn_id: str | None,
+                      importance: float, spans: list | None, meta: dict | None,
+                      key: str | None = None, bead_id: str | None = None) -> dict:
+        ts = ts if ts is not None else now_millis()
+        data = content.encode("utf-8")
+        bead = {"id": bead_id or new_id("b", ts), "ts": ts, "user": user, "role": role,
+                "speaker": speaker, "thread": thread or "main", "source": source,
+                "turn_id": turn_id, "importance": importance, "spans": spans or [],
+                "meta": meta or {}, "size": len(data)}
+        if len(data) > self.config.blob_threshold:
+            bead["blob"] = self.blobs.put(data)
+        else:
+            bead["content"] = content
+        if key:
+            bead["key"] = key
+        return bead
+
+    def add_bead(self, content: str | bytes, *, role: str = "user", speaker: str | None = None,
+                 user: str | None = None, thread: str | None = None, source: str = "cli",
+                 turn_id: str | None = None, importance: float = 0.5, spans: list | None = None,
+                 meta: dict | None = None, ts: str | int | None = None) -> dict:
+        content = validate.text(content, what="content")
+        bead = self._bead_payload(
+            content, user=self._user(user), role=validate.name(role, what="role"),
+            speaker=validate.name(speaker, what="speaker") if speaker else None,
+            ts=parse_time(ts, field="ts"), thread=validate.name(thread, what="thread") if thread else None,
+            source=source, turn_id=turn_id, importance=validate.importance(importance),
+            spans=spans, meta=validate.meta(meta))
+        with self.log.write() as t:
+            op = t.append("bead.add", {"bead": bead})
+            apply_log_side(t, op)
+        return self._bead_out(bead)
+
+    def get_bead(self, bead_id: str) -> dict:
+        bead = self.log.get_bead(bead_id)
+        if bead is None:
+            raise NotFound(f"no bead {bead_id!r}", hint="list beads with `bm beads tail`")
+        return self._bead_out(bead)
+
+    def _bead_out(self, bead: dict) -> dict:
+        out = dict(bead)
+        if "blob" in out:
+            out["content"] = self.blobs.get(out["blob"]).decode("utf-8")
+        out.pop("key", None)
+        out["ts"] = iso(out["ts"])
+        return out
+
+    def beads_tail(self, n: int = 20, *, user: str | None = None, thread: str | None = None) -> list[dict]:
+        """The last n beads of the user's thread, oldest first (the short-term window)."""
+        user = self._user(user)
+        if thread is None:
+            ids = self.log.bead_ids(user, n)
+            beads = [self.log.get_bead(i) for i in ids]
+        else:
+            beads = []
+            for i in self.log.bead_ids(user, None):
+                b = self.log.get_bead(i)
+                if b and b.get("thread") == thread:
+                    beads.append(b)
+                    if len(beads) >= n:
+                        break
+        return [self._bead_out(b) for b in reversed(beads) if b]
+
+    # -- ingest -------------------------------------------------------------------
+    def ingest(self, lines: Iterable[str | bytes | dict], *, user: str | None = None,
+               skip_bad: bool = False, progress: Callable[[dict], None] | None = None) -> dict:
+        """Store each JSONL message as a bead plus a raw-turn memory indexed for recall.
+
+        Messages seen before (by id, else by thread+ts+speaker+content) are not stored
+        again.  A bad line stops the ingest with its line number, after committing the
+        lines before it (``skip_bad`` reports it and goes on).  Every batch is one
+        op-log transaction and one SQLite transaction: nothing is ever half-stored.
+        """
+        from .ingest import message_from_obj
+
+        user = self._user(user)
+        report = {"ingested": 0, "duplicates": 0, "bad": [], "lines": 0}
+        batch: list[dict] = []
+        for lineno, line in enumerate(lines, 1):
+            report["lines"] = lineno
+            try:
+                msg = (message_from_obj(line, f"line {lineno}") if isinstance(line, dict)
+                       else parse_message(line, lineno))
+            except InvalidInput as exc:
+                if not skip_bad:
+                    self._ingest_batch(batch, user, report)
+                    exc.message += (f" — {report['ingested']} message(s) before it were stored"
+                                    + (f", {report['duplicates']} already known" if report["duplicates"] else ""))
+                    exc.hint = "fix the line and re-run the same command: stored messages are not stored twice; or pass --skip-bad"
+                    raise
+                report["bad"].append({"line": lineno, "error": exc.message})
+                continue
+            if msg is None:
+                continue
+            batch.append(msg)
+            if len(batch) >= INGEST_BATCH:
+                self._ingest_batch(batch, user, report)
+                batch = []
+                if progress:
+                    progress(report)
+        self._ingest_batch(batch, user, report)
+        if progress:
+            progress(report)
+        return report
+
+    def _ingest_batch(self, batch: list[dict], user: str, report: dict) -> None:
+        if not batch:
+            return
+        limit = self.config.max_memory_chars
+        # drop messages seen before (in the store, or earlier in this batch)
+        fresh, keys = [], set()
+        with self.log.read() as txn:
+            for msg in batch:
+                key = message_key(user, msg)
+                if key in keys or txn.get(key.encode(), db=self.log.db["bead_keys"]):
+                    report["duplicates"] += 1
+                    continue
+                keys.add(key)
+                fresh.append((key, msg))
+        if not fresh:
+            return
+        texts = []
+        for _, msg in fresh:
+            body = msg["content"] if len(msg["content"]) <= limit else msg["content"][:limit]
+            texts.append(f"{msg['speaker']}: {body}" if msg["speaker"] else body)
+        vecs = self._embed_docs(texts)
+        now = now_millis()
+        with self.log.write() as t:
+            stored = 0
+            for (key, msg), text, vec in zip(fresh, texts, vecs):
+                if t.bead_for_key(key):  # another process stored it meanwhile
+                    report["duplicates"] += 1
+                    continue
+                ts = msg["ts"] if msg["ts"] is not None else now
+                bead = self._bead_payload(
+                    msg["content"], user=user, role=msg["role"], speaker=msg["speaker"], ts=ts,
+                    thread=msg["thread"], source="ingest", turn_id=msg["id"], importance=0.5,
+                    spans=None, meta=msg["meta"], key=key)
+                op = t.append("bead.add", {"bead": bead})
+                apply_log_side(t, op)
+                meta = {"kind": "turn", "role": msg["role"], "thread": bead["thread"]}
+                if msg["speaker"]:
+                    meta["speaker"] = msg["speaker"]
+                if len(msg["content"]) > limit:
+                    meta["truncated"] = True
+                t.append("memory.add", {
+                    "id": new_id("m", ts), "text": text, "type": "episode", "user": user,
+                    "agent": None, "importance": 0.5, "ts": ts, "valid_from": None,
+                    "valid_to": None, "source": "ingest", "meta": meta,
+                    "provenance": [{"bead": bead["id"], "turn_id": msg["id"], "meta": msg["meta"]}],
+                })
+                t.cache_vector(self.sql.model, text, vec.tobytes())
+                stored += 1
+        self._catch_up()
+        report["ingested"] += stored
+
+    # -- knowledge graph --------------------------------------------------------
+    def kg_add_node(self, name: str, *, type: str = "entity", user: str | None = None,
+                    labels: Iterable[str] = (), meta: dict | None = None) -> dict:
+        payload = {"id": new_id("n"), "user": self._user(user), "type": validate.name(type, what="node type"),
+                   "name": validate.text(name, what="node name", limit=512), "labels": list(labels),
+                   "meta": validate.meta(meta), "ts": now_millis()}
+        with self.log.write() as t:
+            t.append("kg.node", payload)
+        self._catch_up()
+        return self.kg_node(payload["id"])
+
+    def kg_node(self, ref: str, *, user: str | None = None) -> dict:
+        """A node by id, or by exact name within the user's graph, with its edges and memories."""
+        rows = list(self.sql.rows("SELECT * FROM kg_nodes WHERE id=?", (ref,)))
+        if not rows:
+            rows = list(self.sql.rows("SELECT * FROM kg_nodes WHERE user_id=? AND name=? ORDER BY created_at",
+                                      (self._user(user), ref)))
+        if not rows:
+            raise NotFound(f"no graph node {ref!r}", hint="create one with `bm kg node NAME`")
+        if len(rows) > 1:
+            raise UsageError(f"{len(rows)} nodes are named {ref!r}", hint="refer to the node by its id")
+        node = _node_out(rows[0])
+        nid = node["id"]
+        node["edges"] = [_edge_out(e) for e in self.sql.rows(
+            "SELECT * FROM kg_edges WHERE src=? OR dst=? ORDER BY created_at, id", (nid, nid))]
+        node["memories"] = [r["memory_id"] for r in self.sql.rows(
+            "SELECT memory_id FROM kg_mentions WHERE node_id=? ORDER BY memory_id", (nid,))]
+        return node
+
+    def kg_link(self, src: str, dst: str, predicate: str, *, weight: float = 1.0,
+                evidence: Iterable[str] = (), meta: dict | None = None, user: str | None = None) -> dict:
+        """An edge ``src -predicate-> dst`` between nodes, or from a node to a memory (a mention)."""
+        a = self.kg_node(src, user=user)
+        if dst.startswith("m_") and predicate == "mentions":
+            self.get(dst)
+            with self.log.write() as t:
+                t.append("kg.mention", {"node": a["id"], "memory": dst})
+            self._catch_up()
+            return {"node": a["id"], "memory": dst, "predicate": "mentions"}
+        b = self.kg_node(dst, user=user)
+        try:
+            weight = float(weight)
+        except (TypeError, ValueError):
+            raise InvalidInput(f"weight must be a number, got {weight!r}", hint="e.g. --weight 0.8") from None
+        payload = {"id": new_id("e"), "src": a["id"], "dst": b["id"],
+                   "predicate": validate.name(predicate, what="predicate"), "weight": weight,
+                   "evidence": list(evidence), "meta": validate.meta(meta), "ts": now_millis()}
+        with self.log.write() as t:
+            t.append("kg.edge", payload)
+        self._catch_up()
+        return _edge_out(next(self.sql.rows("SELECT * FROM kg_edges WHERE id=?", (payload["id"],))))
+
+    # -- maintenance -------------------------------------------------------------
+    def rebuild(self, progress: Progress | None = None) -> dict:
+        """Rebuild every projection from the op log (LMDB beads and the SQLite index)."""
+        tmp = self.paths.sqlite_file.with_name("memory.sqlite.rebuild")
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(tmp) + suffix).unlink(missing_ok=True)
+        model, dim = self.sql.model, self.sql.dim
+        fresh = SQLStore(tmp, model=model, dim=lambda: dim, create=True, check_model=False)
+        total = self.log.last_arrival()
+        ops = 0
+        with self.log.write() as t:
+            t.clear("beads", "bead_time", "bead_keys")
+            for _, op in self.log.ops_after(0):
+                apply_log_side(t, op)
+        with fresh.write():
+            last = 0
+            for arrival, op in self.log.ops_after(0):
+                apply_sql_side(fresh, op, self._vector_for)
+                last = arrival
+                ops += 1
+                if progress and ops % 500 == 0:
+                    progress(ops, total)
+            fresh.set_meta("applied", str(last))
+        fresh.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        fresh.close()
+        self.sql.close()
+        for suffix in ("-wal", "-shm"):
+            Path(str(self.paths.sqlite_file) + suffix).unlink(missing_ok=True)
+        os.replace(tmp, self.paths.sqlite_file)
+        for suffix in ("-wal", "-shm"):
+            Path(str(tmp) + suffix).unlink(missing_ok=True)
+        self.sql = SQLStore(self.paths.sqlite_file, model=model, dim=lambda: dim, check_model=False)
+        self.searcher = Searcher(self.sql)
+        if progress:
+            progress(ops, total)
+        return {"ops": ops, "memories": self._count("memories"), "beads": self.log.count("beads")}
+
+    def reindex(self, progress: Progress | None = None, batch: int = 128) -> dict:
+        """Re-embed every memory with the configured embedder and swap the vectors in."""
+        rows = list(self.sql.rows("SELECT rowid, text, user_id, agent_id, type, created_at FROM memories ORDER BY rowid"))
+        name = self.embedder.name
+        vecs: list[bytes] = []
+        for i in range(0, len(rows), batch):
+            chunk = [r["text"] for r in rows[i:i + batch]]
+            arr = np.asarray(self.embedder.embed_documents(chunk), dtype=np.float32)
+            with self.log.write() as t:
+                for text, v in zip(chunk, arr):
+                    t.cache_vector(name, text, v.tobytes())
+            vecs.extend(v.tobytes() for v in arr)
+            if progress:
+                progress(min(i + batch, len(rows)), len(rows))
+        dim = int(self.embedder.dim)
+        with self.sql.write():
+            self.sql.replace_vectors(zip(rows, vecs), name, dim)
+        self.embedder_name = name
+        self.searcher = Searcher(self.sql)
+        return {"memories": len(rows), "model": name, "dim": dim}
+
+    def _count(self, table: str) -> int:
+        return self.sql.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+    def stats(self, *, user: str | None = None) -> dict:
+        c = self.sql.conn
+        where, args = ("WHERE user_id=?", (user,)) if user else ("", ())
+        by_type = dict(c.execute(f"SELECT type, count(*) FROM memories {where} GROUP BY type", args).fetchall())
+        counts = {
+            "memories": sum(by_type.values()),
+            "beads": len(self.log.bead_ids(user, None)) if user else self.log.count("beads"),
+            "nodes": c.execute(f"SELECT count(*) FROM kg_nodes {where}", args).fetchone()[0],
+            "edges": self._count("kg_edges") if not user else c.execute(
+                "SELECT count(*) FROM kg_edges e JOIN kg_nodes n ON n.id = e.src WHERE n.user_id=?",
+                args).fetchone()[0],
+        }
+        users = [r[0] for r in c.execute("SELECT DISTINCT user_id FROM memories ORDER BY 1")]
+        size = sum(f.stat().st_size for f in self.paths.data_dir.rglob("*") if f.is_file())
+        return {"store": str(self.paths.data_dir), "replica": self.log.replica,
+                "model": self.sql.model, "dim": self.sql.dim, "counts": counts,
+                "memories_by_type": by_type, "users": users, "ops": self.log.count("ops"),
+                "blobs": sum(1 for _ in self.blobs.digests()), "bytes": size}
+
+    def doctor(self) -> list[dict]:
+        """Checks of the store, the model, the extension and the disk."""
+        import sqlite_vec
+
+        checks: list[dict] = []
+
+        def check(name: str, ok: bool, detail: str, hint: str | None = None) -> None:
+            checks.append({"check": name, "ok": ok, "detail": detail, "hint": None if ok else hint})
+
+        problems = self.sql.integrity()
+        check("memory index", not problems, "; ".join(problems) or f"{self._count('memories')} memories",
+              "run `bm rebuild`")
+        behind = self.log.last_arrival() - self.sql.applied()
+        check("index up to date", behind == 0, f"{behind} op(s) not applied" if behind else "all ops applied",
+              "run `bm rebuild`")
+        missing = 0
+        with self.log.read() as txn:
+            for _, raw in txn.cursor(db=self.log.db["beads"]):
+                bead = json.loads(raw)
+                if "blob" in bead and not (self.paths.blob_dir / bead["blob"][:2] / bead["blob"]).exists():
+                    missing += 1
+        check("blobs", missing == 0, f"{missing} missing blob(s)" if missing else "all bead blobs present",
+              "restore blobs/ from a backup")
+        version = self.sql.conn.execute("SELECT vec_version()").fetchone()[0]
+        check("sqlite-vec", True, f"{version} loaded from {sqlite_vec.loadable_path()}")
+        try:
+            vec = self.embedder.embed_query("doctor")
+            ok = len(vec) == self.sql.dim
+            check("embedder", ok, f"{self.embedder.name}, {len(vec)}-d" + ("" if ok else f" (store is {self.sql.dim}-d)"),
+                  "run `bm reindex`")
+        except BMError as exc:
+            check("embedder", False, exc.message, exc.hint)
+        free = shutil.disk_usage(self.paths.data_dir).free
+        check("disk", free > 200 * 2**20, f"{free / 2**30:.1f} GiB free", "free some disk space")
+        return checks
+
+
+# -- output shapes ----------------------------------------------------------------
+def _memory_out(row: dict) -> dict:
+    agent = row["agent_id"]
+    return {
+        "id": row["id"], "text": row["text"], "type": row["type"], "user": row["user_id"],
+        "agent": agent, "scope": f"agent:{agent}" if agent else "global",
+        "importance": row["importance"], "ts": iso(row["created_at"]),
+        "updated": iso(row["updated_at"]), "valid_from": iso(row["valid_from"]),
+        "valid_to": iso(row["valid_to"]), "source": row["source"],
+        "provenance": json.loads(row["provenance"]), "meta": json.loads(row["meta"]),
+    }
+
+
+def _node_out(row: dict) -> dict:
+    return {"id": row["id"], "user": row["user_id"], "type": row["type"], "name": row["name"],
+            "labels": json.loads(row["labels"]), "meta": json.loads(row["meta"]),
+            "created": iso(row["created_at"])}
+
+
+def _edge_out(row: dict) -> dict:
+    return {"id": row["id"], "src": row["src"], "dst": row["dst"], "predicate": row["predicate"],
+            "weight": row["weight"], "evidence": json.loads(row["evidence"]),
+            "meta": json.loads(row["meta"]), "created": iso(row["created_at"])}

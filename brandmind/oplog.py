@@ -1,0 +1,296 @@
+"""The op log and the LMDB-side projections (beads, dedup keys, vector cache).
+
+Every change to a store is first an *op* appended to this replica's own stream:
+``{"id": "<replica>:<seq>", "hlc": [wall_ms, counter, replica], "kind": ..., "payload": {...}}``.
+An op and everything LMDB derives from it (the bead it adds, the dedup key of
+an ingested message, the vector cached for its text) are written in ONE LMDB
+write transaction, so a crash leaves either all of it or none of it.
+
+Named databases in ``log.lmdb``:
+
+``meta``       replica id, next sequence number, next arrival number, last HLC
+``ops``        ``replica \\0 seq(8 BE)`` -> op JSON (one stream per replica)
+``order``      ``arrival(8 BE)`` -> ops key: the order ops reached this store;
+               the SQLite projection remembers the last arrival it applied
+``beads``      bead id -> bead JSON (content over the threshold lives in blobs/)
+``bead_time``  ``user \\0 ts(8 BE) \\0 bead id`` -> b"" (the per-user thread, in time order)
+``bead_keys``  message key -> bead id (so re-ingesting a message stores nothing)
+``vcache``     ``model \\0 sha256(text)[:16]`` -> float32 vector bytes
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from .clock import HLC, new_id
+from .errors import StoreCorrupt, StoreMissing
+
+SCHEMA = 1
+_DBS = ("meta", "ops", "order", "beads", "bead_time", "bead_keys", "vcache")
+_MAP_SIZE = 1 << 35  # 32 GiB of address space; the file grows only as data is written
+
+
+def _u64(n: int) -> bytes:
+    return n.to_bytes(8, "big")
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
+
+
+def text_key(model: str, text: str) -> bytes:
+    return model.encode() + b"\0" + hashlib.sha256(text.encode()).digest()[:16]
+
+
+class BlobStore:
+    """Content-addressed files: ``blobs/ab/<sha256>``; written before the op that names them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _path(self, digest: str) -> Path:
+        return self.root / digest[:2] / digest
+
+    def put(self, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        path = self._path(digest)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{digest}.{os.getpid()}.tmp")
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        return digest
+
+    def get(self, digest: str) -> bytes:
+        try:
+            data = self._path(digest).read_bytes()
+        except FileNotFoundError:
+            raise StoreCorrupt(f"blob {digest} is missing from {self.root}",
+                               hint="restore the blobs/ directory from a backup or sync; run `bm doctor`") from None
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise StoreCorrupt(f"blob {digest} is corrupt", hint="run `bm doctor`")
+        return data
+
+    def digests(self) -> Iterator[str]:
+        if self.root.exists():
+            for sub in self.root.iterdir():
+                if sub.is_dir():
+                    for f in sub.iterdir():
+                        if not f.name.startswith("."):
+                            yield f.name
+
+
+class OpLog:
+    def __init__(self, path: Path, *, create: bool = False) -> None:
+        import lmdb
+
+        self.path = path
+        if not (path / "data.mdb").exists():
+            if not create:
+                raise StoreMissing(f"no bm store at {path.parent}",
+                                   hint="run `bm init` (or set BM_HOME to the store's directory)")
+            path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.env = lmdb.open(str(path), map_size=_MAP_SIZE, max_dbs=len(_DBS) + 1,
+                                 subdir=True, lock=True, max_readers=256)
+        except lmdb.Error as exc:
+            raise StoreCorrupt(f"cannot open the op log at {path}: {exc}",
+                               hint="run `bm doctor`; restore the store from `bm export` or a sync remote") from None
+        self.env.reader_check()  # clear reader slots of processes that were killed
+        self.db = {name: self.env.open_db(name.encode()) for name in _DBS}
+        with self.env.begin(write=True) as txn:
+            meta = self.db["meta"]
+            if txn.get(b"replica", db=meta) is None:
+                txn.put(b"replica", new_id("r").encode(), db=meta)
+                txn.put(b"schema", str(SCHEMA).encode(), db=meta)
+                txn.put(b"next_seq", _u64(1), db=meta)
+                txn.put(b"next_arrival", _u64(1), db=meta)
+            schema = int(txn.get(b"schema", db=meta))
+        if schema > SCHEMA:
+            raise StoreCorrupt(f"store schema {schema} is newer than this bm understands ({SCHEMA})",
+                               hint="upgrade bm (pip install -U brandmind)")
+        with self.env.begin() as txn:
+            self.replica = txn.get(b"replica", db=self.db["meta"]).decode()
+
+    def close(self) -> None:
+        self.env.close()
+
+    # -- transactions -------------------------------------------------------
+    @contextmanager
+    def write(self) -> Iterator["LogTxn"]:
+        txn = self.env.begin(write=True)
+        try:
+            yield LogTxn(self, txn)
+        except BaseException:
+            txn.abort()
+            raise
+        else:
+            txn.commit()
+
+    @contextmanager
+    def read(self) -> Iterator[Any]:
+        with self.env.begin(buffers=False) as txn:
+            yield txn
+
+    # -- reading ------------------------------------------------------------
+    def last_arrival(self) -> int:
+        with self.read() as txn:
+            return int.from_bytes(txn.get(b"next_arrival", db=self.db["meta"]), "big") - 1
+
+    def ops_after(self, arrival: int) -> Iterator[tuple[int, dict]]:
+        """Ops in arrival order with an arrival number above ``arrival``."""
+        with self.read() as txn:
+            cur = txn.cursor(db=self.db["order"])
+            if not cur.set_range(_u64(arrival + 1)):
+                return
+            ops = self.db["ops"]
+            for key, opkey in cur:
+                yield int.from_bytes(key, "big"), json.loads(txn.get(opkey, db=ops))
+
+    def count(self, name: str) -> int:
+        with self.read() as txn:
+            return txn.stat(self.db[name])["entries"]
+
+    def get_bead(self, bead_id: str) -> dict | None:
+        with self.read() as txn:
+            raw = txn.get(bead_id.encode(), db=self.db["beads"])
+        return json.loads(raw) if raw else None
+
+    def bead_ids(self, user: str, n: int | None = None, *, reverse: bool = True) -> list[str]:
+        """Bead ids of ``user``'s thread, newest first (or oldest first), at most n."""
+        prefix = user.encode() + b"\0"
+        out: list[str] = []
+        with self.read() as txn:
+            cur = txn.cursor(db=self.db["bead_time"])
+            if reverse:
+                end = user.encode() + b"\x01"
+                if cur.set_range(end):
+                    ok = cur.prev()
+                else:
+                    ok = cur.last()
+                while ok and cur.key().startswith(prefix):
+                    out.append(cur.key().rsplit(b"\0", 1)[1].decode())
+                    if n is not None and len(out) >= n:
+                        break
+                    ok = cur.prev()
+            else:
+                ok = cur.set_range(prefix)
+                while ok and cur.key().startswith(prefix):
+                    out.append(cur.key().rsplit(b"\0", 1)[1].decode())
+                    if n is not None and len(out) >= n:
+                        break
+                    ok = cur.next()
+        return out
+
+    def bead_users(self) -> list[str]:
+        users: list[str] = []
+        with self.read() as txn:
+            cur = txn.cursor(db=self.db["bead_time"])
+            ok = cur.first()
+            while ok:
+                user = cur.key().split(b"\0", 1)[0]
+                users.append(user.decode())
+                ok = cur.set_range(user + b"\x01")
+        return users
+
+    def cached_vector(self, model: str, text: str) -> bytes | None:
+        with self.read() as txn:
+            return txn.get(text_key(model, text), db=self.db["vcache"])
+
+    def iter_ops(self) -> Iterator[dict]:
+        for _, op in self.ops_after(0):
+            yield op
+
+
+class LogTxn:
+    """One LMDB write transaction: append ops and write their LMDB projections."""
+
+    def __init__(self, log: OpLog, txn: Any) -> None:
+        self.log = log
+        self.txn = txn
+        self.db = log.db
+
+    def _meta_int(self, key: bytes) -> int:
+        return int.from_bytes(self.txn.get(key, db=self.db["meta"]), "big")
+
+    def append(self, kind: str, payload: dict, *, now_ms: int | None = None) -> dict:
+        """Append an op of this replica; returns it (with its id and HLC)."""
+        meta = self.db["meta"]
+        replica = self.log.replica
+        seq = self._meta_int(b"next_seq")
+        raw = self.txn.get(b"hlc", db=meta)
+        last = HLC.decode(json.loads(raw)) if raw else HLC(0, 0, replica)
+        hlc = HLC(last.wall_ms, last.counter, replica).tick(now_ms)
+        op = {"id": f"{replica}:{seq}", "hlc": hlc.encode(), "kind": kind, "payload": payload}
+        key = replica.encode() + b"\0" + _u64(seq)
+        self.txn.put(key, dumps(op), db=self.db["ops"])
+        arrival = self._meta_int(b"next_arrival")
+        self.txn.put(_u64(arrival), key, db=self.db["order"])
+        self.txn.put(b"next_seq", _u64(seq + 1), db=meta)
+        self.txn.put(b"next_arrival", _u64(arrival + 1), db=meta)
+        self.txn.put(b"hlc", json.dumps(hlc.encode()).encode(), db=meta)
+        return op
+
+    def redact(self, op_id: str, payload: dict) -> None:
+        """Replace the payload of an earlier op (used by forget, so text does not linger in the log)."""
+        replica, seq = op_id.rsplit(":", 1)
+        key = replica.encode() + b"\0" + _u64(int(seq))
+        raw = self.txn.get(key, db=self.db["ops"])
+        if raw is None:
+            return
+        op = json.loads(raw)
+        op["payload"] = payload
+        self.txn.put(key, dumps(op), db=self.db["ops"])
+
+    # -- LMDB projections -----------------------------------------------------
+    def put_bead(self, bead: dict) -> None:
+        self.txn.put(bead["id"].encode(), dumps(bead), db=self.db["beads"])
+        self.txn.put(_bead_time_key(bead), b"", db=self.db["bead_time"])
+
+    def delete_bead(self, bead: dict) -> None:
+        self.txn.delete(bead["id"].encode(), db=self.db["beads"])
+        self.txn.delete(_bead_time_key(bead), db=self.db["bead_time"])
+        if bead.get("key"):
+            self.txn.delete(bead["key"].encode(), db=self.db["bead_keys"])
+
+    def get_bead(self, bead_id: str) -> dict | None:
+        raw = self.txn.get(bead_id.encode(), db=self.db["beads"])
+        return json.loads(raw) if raw else None
+
+    def bead_for_key(self, key: str) -> str | None:
+        raw = self.txn.get(key.encode(), db=self.db["bead_keys"])
+        return raw.decode() if raw else None
+
+    def set_bead_key(self, key: str, bead_id: str) -> None:
+        self.txn.put(key.encode(), bead_id.encode(), db=self.db["bead_keys"])
+
+    def cache_vector(self, model: str, text: str, vector: bytes) -> None:
+        self.txn.put(text_key(model, text), vector, db=self.db["vcache"])
+
+    def cached_vector(self, model: str, text: str) -> bytes | None:
+        return self.txn.get(text_key(model, text), db=self.db["vcache"])
+
+    def user_bead_ids(self, user: str) -> list[str]:
+        prefix = user.encode() + b"\0"
+        cur = self.txn.cursor(db=self.db["bead_time"])
+        out = []
+        ok = cur.set_range(prefix)
+        while ok and cur.key().startswith(prefix):
+            out.append(cur.key().rsplit(b"\0", 1)[1].decode())
+            ok = cur.next()
+        return out
+
+    def clear(self, *names: str) -> None:
+        for name in names:
+            self.txn.drop(self.db[name], delete=False)
+
+
+def _bead_time_key(bead: dict) -> bytes:
+    return bead["user"].encode() + b"\0" + _u64(max(0, int(bead["ts"]))) + b"\0" + bead["id"].encode()

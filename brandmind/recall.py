@@ -1,0 +1,204 @@
+"""Finding memories: vector candidates, keyword candidates, one fused ranking.
+
+Vectors: the first search in a process asks sqlite-vec for a filtered KNN
+(partitioned by user, metadata columns for agent, type and time), which needs
+no warm-up.  A process that searches again (``recall --batch``, a long-lived
+agent) loads the vectors once into a numpy matrix and scans it exactly, which
+is 4x faster than the flat scan at 100,000 memories; the matrix follows this
+process's own writes incrementally and reloads when another process commits.
+
+Keywords: FTS5 with BM25 over the user's words, each quoted, so FTS syntax in a
+query (``"``, ``*``, ``AND (``, ``NEAR``) is searched as text.  Keyword hits add
+candidates, not only boosts.
+
+Fusion: reciprocal-rank fusion of the two rankings (k=60), then sorted; each
+result says which signal put it there and how strongly.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .sqlstore import SQLStore
+
+RRF_K = 60
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from further
+had has have having he her here hers herself him himself his how i if in into is it its itself
+just me more most my myself no nor not now of off on once only or other our ours ourselves out
+over own same she should so some such than that the their theirs them themselves then there
+these they this those through to too under until up very was we were what when where which
+while who whom why will with would you your yours yourself yourselves s t don
+""".split())
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass
+class Filters:
+    user: str
+    agent: str | None = None      # None: every scope of the user; else that agent + global
+    types: tuple[str, ...] = ()
+    since: int | None = None      # epoch ms, inclusive
+    until: int | None = None      # epoch ms, exclusive
+
+    def sql(self, alias: str = "m") -> tuple[str, list[Any]]:
+        where, args = [f"{alias}.user_id = ?"], [self.user]
+        if self.agent is not None:
+            where.append(f"({alias}.agent_id = ? OR {alias}.agent_id IS NULL)")
+            args.append(self.agent)
+        if self.types:
+            where.append(f"{alias}.type IN ({','.join('?' * len(self.types))})")
+            args.extend(self.types)
+        if self.since is not None:
+            where.append(f"{alias}.created_at >= ?")
+            args.append(self.since)
+        if self.until is not None:
+            where.append(f"{alias}.created_at < ?")
+            args.append(self.until)
+        return " AND ".join(where), args
+
+    def vec_sql(self) -> tuple[str, list[Any]]:
+        where, args = ["user_id = ?"], [self.user]
+        if self.agent is not None:
+            where.append("agent_id IN (?, '')")
+            args.append(self.agent)
+        if self.types:
+            where.append(f"type IN ({','.join('?' * len(self.types))})")
+            args.extend(self.types)
+        if self.since is not None:
+            where.append("created_at >= ?")
+            args.append(self.since)
+        if self.until is not None:
+            where.append("created_at < ?")
+            args.append(self.until)
+        return " AND ".join(where), args
+
+
+def keyword_query(text: str) -> str | None:
+    """An FTS5 query OR-ing the query's content words, each quoted (never FTS syntax)."""
+    words = [w.lower() for w in _WORD.findall(text)]
+    content = [w for w in words if w not in STOPWORDS] or words
+    seen: list[str] = []
+    for w in content:
+        if w not in seen:
+            seen.append(w)
+    if not seen:
+        return None
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in seen[:32])
+
+
+@dataclass
+class VectorMatrix:
+    """All vectors of the store in memory, with the columns filters need."""
+
+    rowids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    users: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
+    agents: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
+    types: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
+    created: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    max_rowid: int = 0
+
+    def extend(self, sql: SQLStore, dim: int) -> None:
+        rows = sql.conn.execute(
+            "SELECT rowid, embedding, user_id, agent_id, type, created_at FROM memories_vec "
+            "WHERE rowid > ?", (self.max_rowid,)).fetchall()
+        if not rows:
+            return
+        rowids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        vecs = np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(len(rows), dim)
+        self.rowids = np.concatenate([self.rowids, rowids])
+        self.vectors = vecs.copy() if self.vectors.size == 0 else np.vstack([self.vectors, vecs])
+        self.users = np.concatenate([self.users, np.array([r[2] for r in rows], object)])
+        self.agents = np.concatenate([self.agents, np.array([r[3] for r in rows], object)])
+        self.types = np.concatenate([self.types, np.array([r[4] for r in rows], object)])
+        self.created = np.concatenate([self.created, np.array([r[5] for r in rows], np.int64)])
+        self.max_rowid = int(rowids.max())
+
+    def search(self, q: np.ndarray, f: Filters, n: int) -> list[tuple[int, float]]:
+        if not len(self.rowids):
+            return []
+        mask = self.users == f.user
+        if f.agent is not None:
+            mask &= (self.agents == f.agent) | (self.agents == "")
+        if f.types:
+            mask &= np.isin(self.types, list(f.types))
+        if f.since is not None:
+            mask &= self.created >= f.since
+        if f.until is not None:
+            mask &= self.created < f.until
+        idx = np.flatnonzero(mask)
+        if not len(idx):
+            return []
+        sims = self.vectors[idx] @ q if len(idx) < len(mask) else self.vectors @ q
+        n = min(n, len(idx))
+        top = np.argpartition(-sims, n - 1)[:n]
+        top = top[np.argsort(-sims[top])]
+        return [(int(self.rowids[idx[i]]), float(sims[i])) for i in top]
+
+
+class Searcher:
+    """Vector and keyword candidates fused into one ranking; one per open store."""
+
+    def __init__(self, sql: SQLStore) -> None:
+        self.sql = sql
+        self.matrix: VectorMatrix | None = None
+        self._data_version = None
+        self._searches = 0
+        self._stale = False
+
+    def invalidate(self, *, deleted: bool) -> None:
+        """Called after this process wrote: a delete needs a reload, an add only an extend."""
+        if deleted:
+            self.matrix = None
+        else:
+            self._stale = True
+
+    def _vector_candidates(self, q: np.ndarray, f: Filters, n: int) -> list[tuple[int, float]]:
+        self._searches += 1
+        version = self.sql.conn.execute("PRAGMA data_version").fetchone()[0]
+        if self.matrix is not None and version != self._data_version:
+            self.matrix = None  # another connection committed: reload
+        if self.matrix is None and self._searches == 1:
+            where, args = f.vec_sql()
+            rows = self.sql.conn.execute(
+                f"SELECT rowid, distance FROM memories_vec WHERE embedding MATCH ? AND k = ? AND {where}",
+                [q.astype(np.float32).tobytes(), n, *args]).fetchall()
+            return [(r[0], 1.0 - r[1]) for r in rows]
+        if self.matrix is None:
+            self.matrix = VectorMatrix()
+            self._stale = True
+        if self._stale:
+            self.matrix.extend(self.sql, self.sql.dim)
+            self._stale = False
+        self._data_version = version
+        return self.matrix.search(q, f, n)
+
+    def _keyword_candidates(self, query: str, f: Filters, n: int) -> list[tuple[int, float]]:
+        match = keyword_query(query)
+        if match is None:
+            return []
+        where, args = f.sql("m")
+        rows = self.sql.conn.execute(
+            f"SELECT m.rowid, bm25(memories_fts) AS s FROM memories_fts JOIN memories m "
+            f"ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ? AND {where} "
+            f"ORDER BY s LIMIT ?", [match, *args, n]).fetchall()
+        return [(r[0], -float(r[1])) for r in rows]
+
+    def search(self, query: str, qvec: np.ndarray, f: Filters, k: int) -> list[dict]:
+        pool = max(50, 4 * k)
+        vec = self._vector_candidates(qvec, f, pool)
+        kw = self._keyword_candidates(query, f, pool)
+        fused: dict[int, dict] = {}
+        for name, ranked in (("vector", vec), ("keyword", kw)):
+            for rank, (rowid, raw) in enumerate(ranked, 1):
+                entry = fused.setdefault(rowid, {"score": 0.0, "signals": {}})
+                part = 1.0 / (RRF_K + rank)
+                entry["score"] += part
+                entry["signals"][name] = {"rank": rank, "raw": round(raw, 4), "rrf": round(part, 5)}
+        best = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], kv[0]))[:k]
+        return [{"rowid": rowid, **entry} for rowid, entry in best]

@@ -1,0 +1,229 @@
+"""The SQLite projection: memories (FTS5 keywords, sqlite-vec vectors) and the knowledge graph.
+
+Everything here is rebuilt from the op log by ``bm rebuild``.  ``meta.applied``
+is the arrival number of the last op applied; it is updated in the same
+transaction as the rows an op produces, so a crash between the op log commit
+and this one is repaired by re-applying the missing ops on the next open.
+
+Migrations are named and run in order, each in its own transaction.
+"""
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from .errors import ModelMismatch, StoreCorrupt
+
+
+def _vec_table(dim: int) -> str:
+    # user partition + metadata columns let sqlite-vec filter inside the KNN scan
+    return (f"CREATE VIRTUAL TABLE memories_vec USING vec0(user_id text partition key, "
+            f"embedding float[{dim}] distance_metric=cosine, agent_id text, type text, "
+            f"created_at integer)")
+
+
+VEC_INSERT = ("INSERT INTO memories_vec(rowid, user_id, embedding, agent_id, type, created_at) "
+              "VALUES(?,?,?,?,?,?)")
+
+
+def _base_schema(dim: int) -> list[str]:
+    return [
+        """CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
+        """CREATE TABLE memories(
+            rowid INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            text TEXT NOT NULL,
+            type TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            agent_id TEXT,                -- NULL: the user's global memory
+            importance REAL NOT NULL,
+            created_at INTEGER NOT NULL,  -- epoch ms (world time of the memory)
+            updated_at INTEGER NOT NULL,
+            valid_from INTEGER,
+            valid_to INTEGER,
+            source TEXT NOT NULL,         -- remember | ingest | import
+            provenance TEXT NOT NULL,     -- JSON list of {bead, meta}
+            meta TEXT NOT NULL,           -- JSON object
+            op_id TEXT NOT NULL
+        )""",
+        "CREATE INDEX memories_user ON memories(user_id, agent_id, created_at)",
+        """CREATE VIRTUAL TABLE memories_fts USING fts5(
+            text, content='memories', content_rowid='rowid', tokenize='porter unicode61')""",
+        _vec_table(dim),
+        # ids forgotten (remove wins: a later add of the same id is ignored) and users forgotten
+        # as of an HLC (adds stamped before it are ignored)
+        "CREATE TABLE tombstones(id TEXT PRIMARY KEY, hlc TEXT NOT NULL)",
+        """CREATE TABLE kg_nodes(
+            id TEXT PRIMARY KEY, user_id TEXT NOT NULL, type TEXT NOT NULL, name TEXT NOT NULL,
+            labels TEXT NOT NULL, meta TEXT NOT NULL, created_at INTEGER NOT NULL)""",
+        "CREATE INDEX kg_nodes_name ON kg_nodes(user_id, name)",
+        """CREATE TABLE kg_edges(
+            id TEXT PRIMARY KEY, src TEXT NOT NULL, dst TEXT NOT NULL, predicate TEXT NOT NULL,
+            weight REAL NOT NULL, evidence TEXT NOT NULL, meta TEXT NOT NULL,
+            created_at INTEGER NOT NULL)""",
+        "CREATE INDEX kg_edges_src ON kg_edges(src)",
+        "CREATE INDEX kg_edges_dst ON kg_edges(dst)",
+        """CREATE TABLE kg_mentions(
+            node_id TEXT NOT NULL, memory_id TEXT NOT NULL, PRIMARY KEY(node_id, memory_id))""",
+        "CREATE INDEX kg_mentions_memory ON kg_mentions(memory_id)",
+    ]
+
+
+MIGRATIONS: list[tuple[str, Any]] = [("0001_base", _base_schema)]
+
+
+class SQLStore:
+    def __init__(self, path: Path, *, model: str, dim: Callable[[], int], create: bool = False,
+                 check_model: bool = True) -> None:
+        """Open (or create) the index.  ``dim`` is only called to create a new one, so
+        opening a store never loads the embedding model; vector sizes are checked
+        when vectors are made."""
+        import apsw
+        import sqlite_vec
+
+        self.path = path
+        if not path.exists() and not create:
+            from .errors import StoreMissing
+
+            raise StoreMissing(f"no memory index at {path}",
+                               hint="run `bm rebuild` to rebuild it from the op log, or `bm init`")
+        try:
+            conn = apsw.Connection(str(path))
+            conn.enable_load_extension(True)
+            conn.load_extension(sqlite_vec.loadable_path())
+            conn.enable_load_extension(False)
+            conn.set_busy_timeout(30_000)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            self.conn = conn
+            self._migrate(model, dim)
+            stored_model = self.get_meta("embed_model")
+            stored_dim = int(self.get_meta("embed_dim") or 0)
+        except apsw.Error as exc:
+            raise StoreCorrupt(f"cannot read the memory index {path}: {exc}",
+                               hint="run `bm doctor`, then `bm rebuild` to rebuild it from the op log") from None
+        self.model, self.dim = stored_model, stored_dim
+        if check_model and stored_model != model:
+            raise ModelMismatch(
+                f"this store's vectors come from {stored_model} ({stored_dim}-d), "
+                f"but the configured embedder is {model}",
+                hint=f"run `bm reindex` to re-embed everything with {model}, "
+                     "or set `embedder` back in `bm config`")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        """A write transaction that takes the lock up front (no deferred upgrade deadlocks)."""
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        else:
+            c.execute("COMMIT")
+
+    # -- schema -----------------------------------------------------------
+    def _migrate(self, model: str, dim: Callable[[], int]) -> None:
+        c = self.conn
+        c.execute("CREATE TABLE IF NOT EXISTS migrations(name TEXT PRIMARY KEY, applied_at TEXT)")
+        done = {r[0] for r in c.execute("SELECT name FROM migrations")}
+        if all(name in done for name, _ in MIGRATIONS):
+            return
+        size = int(dim())
+        for name, make in MIGRATIONS:
+            if name in done:
+                continue
+            with self.write():  # one transaction per migration
+                if c.execute("SELECT 1 FROM migrations WHERE name=?", (name,)).fetchone():
+                    continue  # another process got there first
+                for stmt in make(size):
+                    c.execute(stmt)
+                if name == "0001_base":
+                    c.execute("INSERT INTO meta VALUES('embed_model', ?), ('embed_dim', ?)", (model, str(size)))
+                c.execute("INSERT INTO migrations VALUES(?, datetime('now'))", (name,))
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO meta VALUES(?,?)", (key, value))
+
+    def applied(self) -> int:
+        return int(self.get_meta("applied") or 0)
+
+    # -- memories -----------------------------------------------------------
+    def insert_memory(self, m: dict, vector: bytes) -> None:
+        c = self.conn
+        c.execute(
+            """INSERT INTO memories(id, text, type, user_id, agent_id, importance, created_at,
+               updated_at, valid_from, valid_to, source, provenance, meta, op_id)
+               VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+            (m["id"], m["text"], m["type"], m["user"], m.get("agent"), float(m["importance"]),
+             m["ts"], m.get("updated", m["ts"]), m.get("valid_from"), m.get("valid_to"),
+             m["source"], json.dumps(m.get("provenance", []), ensure_ascii=False),
+             json.dumps(m.get("meta", {}), ensure_ascii=False, sort_keys=True), m["op_id"]))
+        rowid = c.last_insert_rowid()
+        c.execute("INSERT INTO memories_fts(rowid, text) VALUES(?,?)", (rowid, m["text"]))
+        c.execute(VEC_INSERT, (rowid, m["user"], vector, m.get("agent") or "", m["type"], m["ts"]))
+
+    def delete_memory(self, memory_id: str) -> str | None:
+        """Remove a memory from every projection; returns its op id (None if absent)."""
+        c = self.conn
+        row = c.execute("SELECT rowid, text, op_id FROM memories WHERE id=?", (memory_id,)).fetchone()
+        if not row:
+            return None
+        rowid, text, op_id = row
+        c.execute("INSERT INTO memories_fts(memories_fts, rowid, text) VALUES('delete', ?, ?)", (rowid, text))
+        c.execute("DELETE FROM memories_vec WHERE rowid=?", (rowid,))
+        c.execute("DELETE FROM kg_mentions WHERE memory_id=?", (memory_id,))
+        c.execute("DELETE FROM memories WHERE rowid=?", (rowid,))
+        return op_id
+
+    def memory_ids(self, where: str = "1", args: tuple = ()) -> list[str]:
+        return [r[0] for r in self.conn.execute(f"SELECT id FROM memories WHERE {where}", args)]
+
+    def rows(self, sql: str, args: tuple | dict = ()) -> Iterator[dict]:
+        cur = self.conn.execute(sql, args)
+        names = None
+        for row in cur:
+            if names is None:
+                names = [d[0] for d in cur.getdescription()]
+            yield dict(zip(names, row))
+
+    def replace_vectors(self, vectors: Iterator[tuple[dict, bytes]], model: str, dim: int) -> None:
+        """Swap every vector for one of another model (used by reindex); call inside a transaction.
+
+        ``vectors`` yields (memory row with rowid, user_id, agent_id, type, created_at; vector).
+        """
+        c = self.conn
+        c.execute("DROP TABLE memories_vec")
+        c.execute(_vec_table(dim))
+        for row, vec in vectors:
+            c.execute(VEC_INSERT, (row["rowid"], row["user_id"], vec, row["agent_id"] or "",
+                                   row["type"], row["created_at"]))
+        self.set_meta("embed_model", model)
+        self.set_meta("embed_dim", str(dim))
+        self.model, self.dim = model, dim
+
+    def integrity(self) -> list[str]:
+        problems = []
+        res = self.conn.execute("PRAGMA integrity_check").fetchall()
+        if res != [("ok",)]:
+            problems.append("SQLite integrity_check: " + "; ".join(r[0] for r in res[:5]))
+        n_mem = self.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+        n_vec = self.conn.execute("SELECT count(*) FROM memories_vec").fetchone()[0]
+        if n_mem != n_vec:
+            problems.append(f"{n_mem} memories but {n_vec} vectors")
+        try:
+            self.conn.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES('integrity-check', 1)")
+        except Exception as exc:  # apsw.Error; the message is the finding
+            problems.append(f"keyword index: {exc}")
+        return problems
