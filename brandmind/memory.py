@@ -17,7 +17,7 @@ import numpy as np
 from . import validate
 from .clock import iso, new_id, now_millis, parse_time
 from .config import Config
-from .errors import BMError, InvalidInput, NotFound, StoreMissing, UsageError
+from .errors import BMError, InvalidInput, NotFound, StoreCorrupt, StoreMissing, UsageError
 from .ingest import message_key, parse_message
 from .oplog import BlobStore, OpLog
 from .projection import apply_log_side, apply_sql_side
@@ -32,7 +32,10 @@ class Memory:
     """A bm store.  Use as a context manager or call close()."""
 
     def __init__(self, home: str | os.PathLike[str] | None = None, *, config: Config | None = None,
-                 embedder: Any = None, create: bool = False, check_model: bool = True) -> None:
+                 embedder: Any = None, create: bool = False, check_model: bool = True,
+                 repair: bool = False) -> None:
+        """Open the store (``create`` makes it if missing).  ``repair`` moves an unreadable
+        SQLite index aside and starts an empty one, which the op log refills (`bm rebuild`)."""
         from .embed import embedder_name
 
         self.config = config or Config.load(home)
@@ -48,8 +51,19 @@ class Memory:
         self.log = OpLog(paths.lmdb_dir, create=create)
         self.blobs = BlobStore(paths.blob_dir)
         # a deleted index is created empty and refilled from the log by the catch-up
-        self.sql = SQLStore(paths.sqlite_file, model=self.embedder_name, dim=self._dim,
-                            create=True, check_model=check_model)
+        try:
+            self.sql = SQLStore(paths.sqlite_file, model=self.embedder_name, dim=self._dim,
+                                create=True, check_model=check_model)
+        except StoreCorrupt:
+            if not repair:
+                raise
+            stamp = now_millis()
+            for suffix in ("", "-wal", "-shm"):
+                bad = Path(str(paths.sqlite_file) + suffix)
+                if bad.exists():
+                    os.replace(bad, Path(f"{bad}.corrupt-{stamp}"))
+            self.sql = SQLStore(paths.sqlite_file, model=self.embedder_name, dim=self._dim,
+                                create=True, check_model=check_model)
         self.searcher = Searcher(self.sql)
         self._catch_up()
 

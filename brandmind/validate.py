@@ -21,6 +21,11 @@ def text(value: Any, *, what: str = "text", limit: int | None = None) -> str:
     if not isinstance(value, str):
         raise InvalidInput(f"{what} must be a string, got {type(value).__name__}",
                            hint=f"pass the {what} as a JSON string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # lone surrogates: undecodable bytes from argv or a pipe
+        raise InvalidInput(f"{what} is not valid UTF-8 (character {exc.start})",
+                           hint="convert it first, e.g. `iconv -f latin1 -t utf-8`") from None
     if "\x00" in value:
         raise InvalidInput(f"{what} contains a NUL character", hint="strip NUL bytes from the input")
     if not value.strip():

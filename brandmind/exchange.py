@@ -1,0 +1,149 @@
+"""Export and import a store as JSONL.
+
+One record a line, ``{"kind": ..., ...}``, in a stable order (beads, memories,
+graph nodes, edges, mentions; each sorted by id), with keys sorted, so that
+export -> import into an empty store -> export gives the same lines.
+Vectors are not exported: the importing store embeds with its own model
+(its vector cache makes a re-import cheap).
+"""
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+from . import validate
+from .clock import parse_time
+from .errors import InvalidInput
+from .projection import apply_log_side
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .memory import Memory
+
+FORMAT = "bm-export/1"
+_MEMORY_FIELDS = ("id", "text", "type", "user", "agent", "importance", "ts", "updated",
+                  "valid_from", "valid_to", "source", "provenance", "meta")
+
+
+def _line(obj: dict) -> str:
+    return json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def export_lines(mem: "Memory") -> Iterator[str]:
+    yield _line({"kind": "header", "format": FORMAT})
+    with mem.log.read() as txn:
+        beads = [json.loads(raw) for _, raw in txn.cursor(db=mem.log.db["beads"])]
+    for bead in sorted(beads, key=lambda b: b["id"]):
+        out = mem._bead_out(bead)
+        out.pop("size", None)
+        out.pop("blob", None)
+        yield _line({"kind": "bead", **out})
+    for row in mem.sql.rows("SELECT id FROM memories ORDER BY id"):
+        m = mem.get(row["id"])
+        yield _line({"kind": "memory", **{k: m[k] for k in _MEMORY_FIELDS}})
+    for row in mem.sql.rows("SELECT id FROM kg_nodes ORDER BY id"):
+        node = mem.kg_node(row["id"])
+        node.pop("edges"), node.pop("memories")
+        yield _line({"kind": "node", **node})
+    for row in mem.sql.rows("SELECT * FROM kg_edges ORDER BY id"):
+        from .memory import _edge_out
+
+        yield _line({"kind": "edge", **_edge_out(row)})
+    for row in mem.sql.rows("SELECT * FROM kg_mentions ORDER BY node_id, memory_id"):
+        yield _line({"kind": "mention", "node": row["node_id"], "memory": row["memory_id"]})
+
+
+def import_lines(mem: "Memory", lines: Iterable[str | bytes], batch: int = 256) -> dict:
+    """Add every record not already in the store; all-or-nothing per batch of lines."""
+    counts = {"bead": 0, "memory": 0, "node": 0, "edge": 0, "mention": 0, "skipped": 0}
+    pending: list[tuple[int, dict]] = []
+    for lineno, line in enumerate(lines, 1):
+        if isinstance(line, bytes):
+            try:
+                line = line.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidInput(f"line {lineno}: not valid UTF-8", hint="is this a `bm export` file?") from None
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"line {lineno}: not valid JSON ({exc.msg})",
+                               hint="is this a `bm export` file? nothing from this batch was imported") from None
+        if not isinstance(rec, dict) or rec.get("kind") not in {"header", "bead", "memory", "node", "edge", "mention"}:
+            raise InvalidInput(f"line {lineno}: not a bm export record", hint="is this a `bm export` file?")
+        if rec["kind"] == "header":
+            if rec.get("format") != FORMAT:
+                raise InvalidInput(f"line {lineno}: unsupported export format {rec.get('format')!r}",
+                                   hint=f"this bm reads {FORMAT}")
+            continue
+        pending.append((lineno, rec))
+        if len(pending) >= batch:
+            _import_batch(mem, pending, counts)
+            pending = []
+    _import_batch(mem, pending, counts)
+    return counts
+
+
+def _import_batch(mem: "Memory", pending: list[tuple[int, dict]], counts: dict) -> None:
+    if not pending:
+        return
+    c = mem.sql.conn
+    texts, memories, ops = [], [], []
+    for lineno, rec in pending:
+        try:
+            kind = rec.pop("kind")
+            if kind == "memory":
+                if c.execute("SELECT 1 FROM memories WHERE id=?", (rec["id"],)).fetchone():
+                    counts["skipped"] += 1
+                    continue
+                payload = {k: rec.get(k) for k in _MEMORY_FIELDS if k != "updated"}
+                payload["text"] = validate.text(rec["text"], limit=mem.config.max_memory_chars)
+                payload["type"] = validate.memory_type(rec["type"])
+                for key in ("ts", "valid_from", "valid_to"):
+                    payload[key] = parse_time(rec.get(key), field=key)
+                payload["updated"] = parse_time(rec.get("updated"), field="updated") or payload["ts"]
+                memories.append(payload)
+                texts.append(payload["text"])
+                ops.append(("memory.add", payload))
+            elif kind == "bead":
+                if mem.log.get_bead(rec["id"]) is not None:
+                    counts["skipped"] += 1
+                    continue
+                bead = mem._bead_payload(
+                    validate.text(rec["content"], what="content"), user=rec["user"], role=rec["role"],
+                    speaker=rec.get("speaker"), ts=parse_time(rec["ts"], field="ts"),
+                    thread=rec.get("thread"), source=rec.get("source", "import"),
+                    turn_id=rec.get("turn_id"), importance=rec.get("importance", 0.5),
+                    spans=rec.get("spans"), meta=rec.get("meta"), bead_id=rec["id"])
+                ops.append(("bead.add", {"bead": bead}))
+            elif kind == "node":
+                if c.execute("SELECT 1 FROM kg_nodes WHERE id=?", (rec["id"],)).fetchone():
+                    counts["skipped"] += 1
+                    continue
+                ops.append(("kg.node", {"id": rec["id"], "user": rec["user"], "type": rec["type"],
+                                        "name": rec["name"], "labels": rec.get("labels", []),
+                                        "meta": rec.get("meta", {}), "ts": parse_time(rec["created"])}))
+            elif kind == "edge":
+                if c.execute("SELECT 1 FROM kg_edges WHERE id=?", (rec["id"],)).fetchone():
+                    counts["skipped"] += 1
+                    continue
+                ops.append(("kg.edge", {"id": rec["id"], "src": rec["src"], "dst": rec["dst"],
+                                        "predicate": rec["predicate"], "weight": rec.get("weight", 1.0),
+                                        "evidence": rec.get("evidence", []), "meta": rec.get("meta", {}),
+                                        "ts": parse_time(rec["created"])}))
+            else:
+                ops.append(("kg.mention", {"node": rec["node"], "memory": rec["memory"]}))
+        except (KeyError, TypeError) as exc:
+            raise InvalidInput(f"line {lineno}: {kind} record is missing or has a bad field ({exc})",
+                               hint="is this a `bm export` file? nothing from this batch was imported") from None
+        except InvalidInput as exc:
+            raise InvalidInput(f"line {lineno}: {exc.message}", hint=exc.hint) from None
+        counts[kind] += 1
+    vecs = mem._embed_docs(texts) if texts else []
+    with mem.log.write() as t:
+        for kind, payload in ops:
+            op = t.append(kind, payload)
+            apply_log_side(t, op)
+        for text, vec in zip(texts, vecs):
+            t.cache_vector(mem.sql.model, text, vec.tobytes())
+    mem._catch_up()

@@ -1,0 +1,1 @@
+"""The `bm` command line (installed as ``brandmind.cli``): it only translates to ``brandmind.Memory``."""

@@ -1,0 +1,142 @@
+"""init, export, import, rebuild, reindex, stats, doctor, config."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .common import JsonOpt, open_input, open_store, progress_bar
+from .output import console, emit, emit_json, info, kv_table, wants_json
+
+
+def init(as_json: JsonOpt = False) -> None:
+    """Create the store (under BM_HOME, or the XDG data directory). Safe to re-run."""
+    with open_store(create=True) as mem:
+        stats = mem.stats()
+    out = {"store": stats["store"], "replica": stats["replica"], "model": stats["model"],
+           "config": str(mem.config.paths.config_file)}
+    if wants_json(as_json):
+        emit_json(out)
+    else:
+        info(f"bm store ready at {out['store']} (embedder {out['model']})")
+
+
+def export(
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default stdout).")] = None,
+) -> None:
+    """Write the whole store as JSONL (beads, memories, graph): bm export > backup.jsonl."""
+    from brandmind.exchange import export_lines
+
+    with open_store() as mem:
+        if output is None:
+            for line in export_lines(mem):
+                sys.stdout.write(line + "\n")
+            return
+        tmp = output.with_name(output.name + ".tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            for line in export_lines(mem):
+                fh.write(line + "\n")
+        tmp.replace(output)
+        info(f"exported to {output}")
+
+
+def import_(
+    path: Annotated[str, typer.Argument(help="A `bm export` JSONL file, or - for stdin.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Add the records of a `bm export` file (records already present are skipped)."""
+    from brandmind.exchange import import_lines
+
+    with open_store(create=True) as mem, open_input(path) as fh:
+        counts = import_lines(mem, fh)
+    if wants_json(as_json):
+        print(json.dumps(counts))
+    else:
+        info("imported " + ", ".join(f"{v} {k}(s)" for k, v in counts.items() if v))
+
+
+def rebuild(as_json: JsonOpt = False) -> None:
+    """Rebuild every index (beads, memories, vectors, keywords, graph) from the op log."""
+    with open_store(check_model=False, repair=True) as mem, progress_bar("rebuilding") as bar:
+        result = mem.rebuild(progress=bar)
+    if wants_json(as_json):
+        print(json.dumps(result))
+    else:
+        info(f"rebuilt from {result['ops']} ops: {result['memories']} memories, {result['beads']} beads")
+
+
+def reindex(as_json: JsonOpt = False) -> None:
+    """Re-embed every memory with the configured embedder (after changing `embedder`)."""
+    with open_store(check_model=False) as mem, progress_bar("re-embedding") as bar:
+        result = mem.reindex(progress=bar)
+    if wants_json(as_json):
+        print(json.dumps(result))
+    else:
+        info(f"re-embedded {result['memories']} memories with {result['model']} ({result['dim']}-d)")
+
+
+def stats(as_json: JsonOpt = False) -> None:
+    """Counts, sizes and the embedding model of the store."""
+    with open_store(check_model=False) as mem:
+        out = mem.stats()
+    emit(out, as_json=as_json, jsonl=False, table=lambda s: kv_table(s, title="bm store"))
+
+
+def doctor(as_json: JsonOpt = False) -> None:
+    """Check the store, the model, the sqlite-vec extension and the disk; exit 1 if anything fails."""
+    from brandmind.errors import BMError
+
+    try:
+        with open_store(check_model=False) as mem:
+            checks = mem.doctor()
+    except BMError as exc:
+        checks = [{"check": "store", "ok": False, "detail": exc.message, "hint": exc.hint}]
+    if wants_json(as_json):
+        emit_json(checks)
+    else:
+        con = console()
+        for c in checks:
+            mark = "[green]ok[/]  " if c["ok"] else "[red]FAIL[/]"
+            con.print(f"{mark} {c['check']}: {c['detail']}" + ("" if c["ok"] else f"  [dim]→ {c['hint']}[/]"))
+    if not all(c["ok"] for c in checks):
+        bad = next(c for c in checks if not c["ok"])
+        raise BMError(f"doctor: {bad['check']}: {bad['detail']}", hint=bad["hint"])
+
+
+config_app = typer.Typer(help="Show or change settings (TOML file; BM_* variables override it).")
+
+
+@config_app.callback(invoke_without_command=True)
+def config_show(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Show the effective settings and where they live."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from brandmind.config import Config
+
+    cfg = Config.load()
+    out = {**cfg.as_dict(), "config_file": str(cfg.paths.config_file),
+           "data_dir": str(cfg.paths.data_dir), "cache_dir": str(cfg.paths.cache_dir)}
+    emit(out, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title="bm config"))
+
+
+@config_app.command("get")
+def config_get(key: Annotated[str, typer.Argument()]) -> None:
+    """Print one setting."""
+    from brandmind.config import DEFAULTS, Config
+    from brandmind.errors import ConfigError
+
+    if key not in DEFAULTS:
+        raise ConfigError(f"unknown config key {key!r}", hint="known keys: " + ", ".join(sorted(DEFAULTS)))
+    print(Config.load().as_dict()[key])
+
+
+@config_app.command("set")
+def config_set(key: Annotated[str, typer.Argument()], value: Annotated[str, typer.Argument()]) -> None:
+    """Change one setting in the config file: bm config set embedder ollama."""
+    from brandmind.config import resolve_paths, write_config_value
+
+    stored = write_config_value(resolve_paths(), key, value)
+    info(f"{key} = {stored!r}")

@@ -1,0 +1,125 @@
+"""The `bm` app and its single error boundary.
+
+Exit codes: 0 ok, 1 error (``Error: …`` and a hint on stderr, no traceback),
+2 usage, 130 on Ctrl-C.  Commands raise; only :func:`main` catches.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from . import admin, beads, graph, memories
+
+app = typer.Typer(
+    name="bm",
+    help="bm: local-first memory for AI agents. Beads, memories, a knowledge graph; JSON in and out of pipes.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from brandmind import __version__
+
+        print(f"bm {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    home: Annotated[Optional[str], typer.Option("--home", help="Store directory (same as BM_HOME).", envvar=None)] = None,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+) -> None:
+    if home:
+        os.environ["BM_HOME"] = home
+
+
+app.command()(admin.init)
+app.command()(memories.remember)
+app.command()(memories.recall)
+app.command()(memories.forget)
+app.command()(beads.ingest)
+app.add_typer(beads.beads_app, name="beads")
+app.add_typer(memories.memories_app, name="memories")
+app.add_typer(graph.kg_app, name="kg")
+app.command()(admin.export)
+app.command("import")(admin.import_)
+app.command()(admin.rebuild)
+app.command()(admin.reindex)
+app.command()(admin.stats)
+app.command()(admin.doctor)
+app.add_typer(admin.config_app, name="config")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `bm` and `brandmind`: runs a command, turns errors into one line."""
+    from brandmind.errors import BMError
+
+    click = _click()
+
+    command = typer.main.get_command(app)
+    code = 0
+    try:
+        result = command.main(args=argv, prog_name="bm", standalone_mode=False)
+        code = result if isinstance(result, int) else 0
+    except BMError as exc:
+        _error(exc.message, exc.hint)
+        code = exc.exit_code
+    except typer.Abort:
+        sys.stderr.write("\nAborted.\n")
+        code = 130
+    except click.NoArgsIsHelpError as exc:
+        sys.stdout.write(exc.ctx.get_help() + "\n")
+        code = 2
+    except click.UsageError as exc:
+        cmd = exc.ctx.command_path if exc.ctx else "bm"
+        _error(exc.format_message(), f"see `{cmd} --help`")
+        code = 2
+    except click.ClickException as exc:
+        _error(exc.format_message(), None)
+        code = exc.exit_code
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("\nInterrupted.\n")
+        code = 130
+    except BrokenPipeError:
+        # the reader went away (e.g. `bm recall ... | head -1`): not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = 0
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    if argv is None:
+        sys.exit(code)
+    return code
+
+
+def _click():  # typer >= 0.26 vendors click as typer._click
+    try:
+        from typer._click import exceptions
+    except ImportError:  # pragma: no cover - older typer on real click
+        from click import exceptions
+    if not hasattr(exceptions, "NoArgsIsHelpError"):  # pragma: no cover
+        exceptions.NoArgsIsHelpError = type("NoArgsIsHelpError", (Exception,), {})
+    return exceptions
+
+
+def _error(message: str, hint: str | None) -> None:
+    line = f"Error: {message}"
+    if hint:
+        line += f" (hint: {hint})"
+    sys.stderr.write(line + "\n")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,81 @@
+"""ingest, beads add/tail."""
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from .common import JsonlOpt, JsonOpt, UserOpt, open_input, open_store, progress_bar, read_text_arg
+from .output import beads_table, emit, info, kv_table, wants_json
+
+
+def ingest(
+    path: Annotated[str, typer.Argument(help="JSONL messages file, or - for stdin.")],
+    user: UserOpt = None,
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Report bad lines and go on instead of stopping.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Store a conversation: each message becomes a bead and a recallable raw-turn memory.
+
+    One message per line: {"id"?, "role", "speaker"?, "content", "ts"?, "thread"?, "meta"?}.
+    Re-running is safe: messages seen before are not stored twice.
+
+    cat chat.jsonl | bm ingest - --user ann
+    """
+    with open_store() as mem, open_input(path) as fh, progress_bar("ingesting") as bar:
+        report = mem.ingest(fh, user=user, skip_bad=skip_bad,
+                            progress=lambda r: bar(r["ingested"] + r["duplicates"], None))
+    for bad in report["bad"]:
+        info(f"skipped line {bad['line']}: {bad['error']}")
+    if wants_json(as_json):
+        print(json.dumps(report))
+    else:
+        info(f"ingested {report['ingested']} message(s), {report['duplicates']} already known, "
+             f"{len(report['bad'])} bad line(s) skipped")
+
+
+beads_app = typer.Typer(help="The append-only short-term log of turns and tool outputs.", no_args_is_help=True)
+
+
+@beads_app.command("add")
+def beads_add(
+    content: Annotated[str, typer.Argument(help="Content, or - to read stdin (large content goes to the blob store).")],
+    role: Annotated[str, typer.Option("--role", "-r")] = "user",
+    speaker: Annotated[Optional[str], typer.Option("--speaker", "-s")] = None,
+    user: UserOpt = None,
+    thread: Annotated[Optional[str], typer.Option("--thread")] = None,
+    source: Annotated[str, typer.Option("--source", help="e.g. cli, tool:grep")] = "cli",
+    ts: Annotated[Optional[str], typer.Option("--ts", help="ISO 8601; default now.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Append one bead and print its id.
+
+    some-tool --verbose 2>&1 | bm beads add - --role tool --source tool:some-tool
+    """
+    with open_store() as mem:
+        bead = mem.add_bead(read_text_arg(content), role=role, speaker=speaker, user=user,
+                            thread=thread, source=source, ts=ts)
+    print(json.dumps({"id": bead["id"]}) if as_json else bead["id"])
+
+
+@beads_app.command("tail")
+def beads_tail(
+    n: Annotated[int, typer.Option("-n", help="How many.")] = 20,
+    user: UserOpt = None,
+    thread: Annotated[Optional[str], typer.Option("--thread")] = None,
+    as_json: JsonOpt = False,
+    jsonl: JsonlOpt = False,
+) -> None:
+    """The last N beads of the user's thread, oldest first (the short-term window)."""
+    with open_store() as mem:
+        beads = mem.beads_tail(n, user=user, thread=thread)
+    emit(beads, as_json=as_json, jsonl=jsonl, table=beads_table)
+
+
+@beads_app.command("show")
+def beads_show(bead_id: Annotated[str, typer.Argument()], as_json: JsonOpt = False) -> None:
+    """One bead, with its content read back from the blob store if it was offloaded."""
+    with open_store() as mem:
+        bead = mem.get_bead(bead_id)
+    emit(bead, as_json=as_json, jsonl=False, table=lambda b: kv_table(b, title=b["id"]))

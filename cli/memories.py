@@ -1,0 +1,191 @@
+"""remember, recall, forget, memories list/show."""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, List, Optional
+
+import typer
+
+from .common import AgentOpt, JsonlOpt, JsonOpt, UserOpt, confirm, open_input, open_store, read_text_arg
+from .output import emit, emit_lines, info, kv_table, memories_table, wants_json
+
+
+def _meta(pairs: list[str]) -> dict:
+    from brandmind.errors import UsageError
+
+    out: dict = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--meta takes key=value, got {pair!r}", hint="e.g. --meta source=slack")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def remember(
+    text: Annotated[str, typer.Argument(help="The memory, or - to read it from stdin.")],
+    type: Annotated[str, typer.Option("--type", "-t", help="fact, preference, decision, insight, question, concept or episode.")] = "fact",
+    user: UserOpt = None,
+    agent: AgentOpt = None,
+    importance: Annotated[float, typer.Option("--importance", "-i", help="0 to 1.")] = 0.5,
+    meta: Annotated[Optional[List[str]], typer.Option("--meta", "-m", help="key=value (repeatable; JSON values allowed).")] = None,
+    ts: Annotated[Optional[str], typer.Option("--ts", help="When it happened (ISO 8601); default now.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Store one memory and print its id.
+
+    echo "Ann moved to Lisbon in May" | bm remember - --type fact --user ann
+    """
+    with open_store() as mem:
+        item = mem.remember(read_text_arg(text), type=type, user=user, agent=agent,
+                            importance=importance, meta=_meta(meta or []), ts=ts)
+    if as_json:
+        print(json.dumps({"id": item["id"]}))
+    else:
+        print(item["id"])
+
+
+def recall(
+    query: Annotated[Optional[str], typer.Argument(help="What to look for (- reads stdin).")] = None,
+    k: Annotated[int, typer.Option("-k", help="How many results.")] = 10,
+    user: UserOpt = None,
+    agent: AgentOpt = None,
+    type: Annotated[Optional[List[str]], typer.Option("--type", "-t", help="Only these types (repeatable).")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", help="Only memories from this date on (ISO 8601).")] = None,
+    until: Annotated[Optional[str], typer.Option("--until", help="Only memories before this date (ISO 8601).")] = None,
+    batch: Annotated[Optional[str], typer.Option("--batch", help="JSONL file (or -) of {\"query\", \"k\", \"id\"}: one result line per query.")] = None,
+    as_json: JsonOpt = False,
+    jsonl: JsonlOpt = False,
+) -> None:
+    """Find the memories that best answer QUERY.
+
+    bm recall "where does Ann live?" -k 3 --json | jq -r '.[0].text'
+    """
+    from brandmind.errors import UsageError
+
+    if batch is not None:
+        if query is not None:
+            raise UsageError("give either QUERY or --batch, not both", hint="bm recall --batch queries.jsonl")
+        _recall_batch(batch, user, agent)
+        return
+    if query is None:
+        raise UsageError("missing QUERY", hint='bm recall "what does Ann like?" (or --batch FILE)')
+    with open_store() as mem:
+        results = mem.recall(read_text_arg(query), k=k, user=user, agent=agent, types=type or (),
+                             since=since, until=until)
+    emit(results, as_json=as_json, jsonl=jsonl, table=lambda r: memories_table(r, scores=True))
+
+
+def _recall_batch(path: str, user: Optional[str], agent: Optional[str]) -> None:
+    failed = 0
+
+    def queries(fh):  # type: ignore[no-untyped-def]
+        nonlocal failed
+        for lineno, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                q = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                failed += 1
+                q = {"id": lineno, "_error": f"line {lineno}: not valid JSON ({exc})"}
+            yield q
+
+    with open_store() as mem, open_input(path) as fh:
+        for q in queries(fh):
+            if "_error" in q:
+                out = {"id": q["id"], "error": q["_error"], "hint": 'each line is {"query": "...", "k": 10, "id": ...}'}
+            else:
+                out = next(mem.recall_batch([q], user=user, agent=agent))
+                failed += "error" in out
+            sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+    if failed:
+        from brandmind.errors import InvalidInput
+
+        raise InvalidInput(f"{failed} batch line(s) failed; their result lines carry the error",
+                           hint="fix those lines; the other queries were answered")
+
+
+def forget(
+    memory_id: Annotated[Optional[str], typer.Argument(help="The id of the memory to forget.")] = None,
+    user: Annotated[Optional[str], typer.Option("--user", "-u", help="Forget everything of this user (memories, beads, graph).")] = None,
+    match: Annotated[Optional[str], typer.Option("--match", help="Forget the memories containing every word of this text.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Forget memories: gone from vectors, keywords and graph; the log keeps a tombstone.
+
+    bm forget m_01h...   |   bm forget --user ann --yes   |   bm forget --match "old address" --yes
+    """
+    from brandmind.errors import UsageError
+
+    chosen = [x for x in (memory_id, user, match) if x is not None]
+    if len(chosen) != 1:
+        raise UsageError("give exactly one of ID, --user or --match", hint="bm forget ID, or see bm forget --help")
+    with open_store() as mem:
+        if memory_id is not None:
+            item = mem.get(memory_id)
+            if not confirm(f"Forget {memory_id}: {item['text'][:80]!r}?", yes):
+                raise typer.Exit(1)
+            mem.forget(memory_id)
+            result: dict = {"forgotten": [memory_id]}
+        elif user is not None:
+            if not yes and not sys.stdin.isatty():
+                raise UsageError(f"refusing to forget all of user {user!r} without confirmation",
+                                 hint="add --yes to confirm")
+            counts = mem.stats(user=user)["counts"]
+            if not confirm(f"Forget everything of user {user!r} ({counts['memories']} memories, {counts['beads']} beads)?", yes):
+                raise typer.Exit(1)
+            result = {"user": user, "forgotten": mem.forget_user(user)}
+        else:
+            found = mem.match(match or "")
+            if not yes and not sys.stdin.isatty():
+                raise UsageError(f"refusing to forget {len(found)} matching memories without confirmation",
+                                 hint="add --yes to confirm (bm recall shows what matches)")
+            if found and sys.stdin.isatty() and not yes:
+                from .output import console
+
+                console(stderr=True).print(memories_table(found))
+            if found and not confirm(f"Forget these {len(found)} memories?", yes):
+                raise typer.Exit(1)
+            mem.forget_many([m["id"] for m in found])
+            result = {"forgotten": [m["id"] for m in found]}
+    if wants_json(as_json):
+        print(json.dumps(result))
+    else:
+        n = len(result["forgotten"]) if isinstance(result["forgotten"], list) else result["forgotten"]
+        info(f"forgot {n}" if isinstance(n, int) else f"forgot {json.dumps(n)}")
+
+
+memories_app = typer.Typer(help="List and show stored memories.", no_args_is_help=True)
+
+
+@memories_app.command("list")
+def memories_list(
+    user: UserOpt = None,
+    agent: AgentOpt = None,
+    type: Annotated[Optional[str], typer.Option("--type", "-t")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n")] = 50,
+    offset: Annotated[int, typer.Option("--offset")] = 0,
+    all_users: Annotated[bool, typer.Option("--all-users", help="Every user's memories.")] = False,
+    as_json: JsonOpt = False,
+    jsonl: JsonlOpt = False,
+) -> None:
+    """Newest memories first."""
+    with open_store() as mem:
+        items = mem.list_memories(user=user, agent=agent, type=type, limit=limit, offset=offset,
+                                  all_users=all_users)
+    emit(items, as_json=as_json, jsonl=jsonl, table=memories_table)
+
+
+@memories_app.command("show")
+def memories_show(memory_id: Annotated[str, typer.Argument(help="Memory id.")], as_json: JsonOpt = False) -> None:
+    """One memory with its provenance."""
+    with open_store() as mem:
+        item = mem.get(memory_id)
+    emit(item, as_json=as_json, jsonl=False, table=lambda m: kv_table(m, title=m["id"]))
