@@ -7,6 +7,7 @@ one replica even if the wall clock does, and it orders events across replicas
 from __future__ import annotations
 
 import os
+import threading
 import time
 from datetime import datetime, timezone
 from typing import NamedTuple
@@ -38,17 +39,31 @@ def now_millis() -> int:
     return time.time_ns() // 1_000_000
 
 
+_last_id: list[int] = [-1, 0]  # (ms, random part) of the last id made in this process
+_id_lock = threading.Lock()
+
+
 def new_id(prefix: str, ms: int | None = None) -> str:
-    """A sortable unique id: prefix, 10 base32 chars of time, 12 of randomness."""
+    """A sortable unique id: prefix, 10 base32 chars of time, 12 of randomness.
+
+    Ids made in one process for the same millisecond sort in the order they were made
+    (the random part of the next one is the last one's plus one, as in monotonic ULIDs),
+    so beads added within one millisecond keep their order in the thread.
+    """
     ms = ms if ms is not None else now_millis()
+    with _id_lock:
+        if ms == _last_id[0] and _last_id[1] + 1 < 1 << 60:
+            r = _last_id[1] + 1
+        else:
+            r = int.from_bytes(os.urandom(8), "big") >> 5  # 59 bits: room to count up
+        _last_id[0], _last_id[1] = ms, r
     t = ""
     for _ in range(10):
         t = _B32[ms & 31] + t
         ms >>= 5
-    r = int.from_bytes(os.urandom(8), "big")
     rnd = ""
     for _ in range(12):
-        rnd += _B32[r & 31]
+        rnd = _B32[r & 31] + rnd
         r >>= 5
     return f"{prefix}_{t}{rnd}"
 

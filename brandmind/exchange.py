@@ -36,6 +36,8 @@ def export_lines(mem: "Memory") -> Iterator[str]:
         out = mem._bead_out(bead)
         out.pop("size", None)
         out.pop("blob", None)
+        if bead.get("key"):  # the ingest dedup key: a restored store still knows what it has seen
+            out["key"] = bead["key"]
         yield _line({"kind": "bead", **out})
     for row in mem.sql.rows("SELECT id FROM memories ORDER BY id"):
         m = mem.get(row["id"])
@@ -114,7 +116,8 @@ def _import_batch(mem: "Memory", pending: list[tuple[int, dict]], counts: dict) 
                     speaker=rec.get("speaker"), ts=parse_time(rec["ts"], field="ts"),
                     thread=rec.get("thread"), source=rec.get("source", "import"),
                     turn_id=rec.get("turn_id"), importance=rec.get("importance", 0.5),
-                    spans=rec.get("spans"), meta=rec.get("meta"), bead_id=rec["id"])
+                    spans=rec.get("spans"), meta=rec.get("meta"), bead_id=rec["id"],
+                    key=rec.get("key") if isinstance(rec.get("key"), str) else None)
                 ops.append(("bead.add", {"bead": bead}))
             elif kind == "node":
                 if c.execute("SELECT 1 FROM kg_nodes WHERE id=?", (rec["id"],)).fetchone():
@@ -132,6 +135,10 @@ def _import_batch(mem: "Memory", pending: list[tuple[int, dict]], counts: dict) 
                                         "evidence": rec.get("evidence", []), "meta": rec.get("meta", {}),
                                         "ts": parse_time(rec["created"])}))
             else:
+                if c.execute("SELECT 1 FROM kg_mentions WHERE node_id=? AND memory_id=?",
+                             (rec["node"], rec["memory"])).fetchone():
+                    counts["skipped"] += 1
+                    continue
                 ops.append(("kg.mention", {"node": rec["node"], "memory": rec["memory"]}))
         except (KeyError, TypeError) as exc:
             raise InvalidInput(f"line {lineno}: {kind} record is missing or has a bad field ({exc})",

@@ -20,7 +20,7 @@ from .config import Config
 from .errors import BMError, InvalidInput, NotFound, StoreCorrupt, StoreMissing, UsageError
 from .ingest import message_key, parse_message
 from .oplog import BlobStore, OpLog
-from .projection import apply_log_side, apply_sql_side
+from .projection import apply_log_side, apply_sql_side, hlc_key
 from .recall import Filters, Searcher, keyword_query
 from .sqlstore import SQLStore
 
@@ -50,6 +50,18 @@ class Memory:
         paths.data_dir.mkdir(parents=True, exist_ok=True)
         self.log = OpLog(paths.lmdb_dir, create=create)
         self.blobs = BlobStore(paths.blob_dir)
+        try:
+            self._open_index(check_model=check_model, repair=repair)
+        except BaseException:
+            # LMDB refuses a second open of an env in one process: never leave it open behind
+            # a failed open (e.g. ModelMismatch, then a retry with check_model=False)
+            if getattr(self, "sql", None) is not None:
+                self.sql.close()
+            self.log.close()
+            raise
+
+    def _open_index(self, *, check_model: bool, repair: bool) -> None:
+        paths = self.paths
         # a deleted index is created empty and refilled from the log by the catch-up
         try:
             self.sql = SQLStore(paths.sqlite_file, model=self.embedder_name, dim=self._dim,
@@ -266,6 +278,15 @@ class Memory:
             apply_log_side(t, op)
             for memory_id, op_id in op_ids:
                 t.redact(op_id, {"id": memory_id, "redacted": True})
+            # the user's words must not linger in the log either: redact every earlier op
+            # carrying their content (beads, memories not in the index, graph node names)
+            forgotten_at = hlc_key(op["hlc"])
+            earlier = [o for _, o in t.iter_ops() if hlc_key(o["hlc"]) < forgotten_at
+                       and not o["payload"].get("redacted")]
+            nodes = {o["payload"]["id"] for o in earlier if o["kind"] == "kg.node" and _owned_by(o, user)}
+            for old in earlier:
+                if _owned_by(old, user, nodes):
+                    t.redact(old["id"], _redacted(old))
         self._catch_up()
         return counts
 
@@ -615,6 +636,30 @@ class Memory:
         free = shutil.disk_usage(self.paths.data_dir).free
         check("disk", free > 200 * 2**20, f"{free / 2**30:.1f} GiB free", "free some disk space")
         return checks
+
+
+def _owned_by(op: dict, user: str, nodes: set[str] = frozenset()) -> bool:
+    """Whether an op carries content of ``user`` (what forgetting the user redacts):
+    their beads, memories and graph nodes, and edges and mentions of those ``nodes``."""
+    kind, p = op["kind"], op["payload"]
+    if p.get("redacted"):
+        return False
+    if kind == "bead.add":
+        return p["bead"].get("user") == user
+    if kind in ("memory.add", "kg.node"):
+        return p.get("user") == user
+    if kind == "kg.edge":
+        return p.get("src") in nodes or p.get("dst") in nodes
+    return kind == "kg.mention" and p.get("node") in nodes
+
+
+def _redacted(op: dict) -> dict:
+    p = op["payload"]
+    if op["kind"] == "bead.add":
+        return {"id": p["bead"]["id"], "redacted": True}
+    if op["kind"] == "kg.mention":
+        return {"node": p["node"], "memory": p["memory"], "redacted": True}
+    return {"id": p["id"], "redacted": True}
 
 
 # -- output shapes ----------------------------------------------------------------

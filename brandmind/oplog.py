@@ -249,6 +249,12 @@ class LogTxn:
         op["payload"] = payload
         self.txn.put(key, dumps(op), db=self.db["ops"])
 
+    def iter_ops(self) -> Iterator[tuple[str, dict]]:
+        """Every op in the log (all replicas' streams) as seen by this transaction: (op id, op)."""
+        for _, raw in self.txn.cursor(db=self.db["ops"]):
+            op = json.loads(raw)
+            yield op["id"], op
+
     # -- LMDB projections -----------------------------------------------------
     def put_bead(self, bead: dict) -> None:
         self.txn.put(bead["id"].encode(), dumps(bead), db=self.db["beads"])

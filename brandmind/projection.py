@@ -14,7 +14,9 @@ Op kinds and their payloads:
 ``kg.mention``    {node, memory}: a node is mentioned by (linked to) a memory
 
 ``memory.add`` payloads of forgotten memories are redacted in the log to
-``{"id": ..., "redacted": true}``, which applies as nothing.
+``{"id": ..., "redacted": true}``, which applies as nothing; so are the
+``memory.add``, ``bead.add`` and ``kg.node`` payloads of a forgotten user
+(those stamped before the ``user.forget``).
 """
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ def hlc_key(hlc: list) -> str:
 def apply_log_side(txn: LogTxn, op: dict) -> None:
     """The LMDB projections of one op (beads and their dedup keys)."""
     kind, p = op["kind"], op["payload"]
+    if p.get("redacted"):
+        return
     if kind == "bead.add":
         bead = p["bead"]
         txn.put_bead(bead)
@@ -50,6 +54,8 @@ def apply_log_side(txn: LogTxn, op: dict) -> None:
 def apply_sql_side(sql: SQLStore, op: dict, vector_for: VectorFor) -> None:
     """The SQLite projections of one op; the caller holds the write transaction."""
     kind, p = op["kind"], op["payload"]
+    if p.get("redacted"):
+        return
     c = sql.conn
     if kind == "memory.add":
         if p.get("redacted") or _tombstoned(sql, p["id"], p["user"], op["hlc"]):

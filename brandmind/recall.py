@@ -137,7 +137,8 @@ class VectorMatrix:
         sims = self.vectors[idx] @ q if len(idx) < len(mask) else self.vectors @ q
         n = min(n, len(idx))
         top = np.argpartition(-sims, n - 1)[:n]
-        top = top[np.argsort(-sims[top])]
+        top = np.sort(top)  # matrix order is rowid order: equal scores rank by rowid
+        top = top[np.argsort(-sims[top], kind="stable")]
         return [(int(self.rowids[idx[i]]), float(sims[i])) for i in top]
 
 
@@ -168,7 +169,9 @@ class Searcher:
             rows = self.sql.conn.execute(
                 f"SELECT rowid, distance FROM memories_vec WHERE embedding MATCH ? AND k = ? AND {where}",
                 [q.astype(np.float32).tobytes(), n, *args]).fetchall()
-            return [(r[0], 1.0 - r[1]) for r in rows]
+            # equal distances come back in storage order: rank them by rowid, so a
+            # rebuilt store (same rowid order, other layout) answers the same
+            return sorted(((r[0], 1.0 - r[1]) for r in rows), key=lambda x: (-x[1], x[0]))
         if self.matrix is None:
             self.matrix = VectorMatrix()
             self._stale = True
@@ -186,7 +189,7 @@ class Searcher:
         rows = self.sql.conn.execute(
             f"SELECT m.rowid, bm25(memories_fts) AS s FROM memories_fts JOIN memories m "
             f"ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ? AND {where} "
-            f"ORDER BY s LIMIT ?", [match, *args, n]).fetchall()
+            f"ORDER BY s, m.rowid LIMIT ?", [match, *args, n]).fetchall()
         return [(r[0], -float(r[1])) for r in rows]
 
     def search(self, query: str, qvec: np.ndarray, f: Filters, k: int) -> list[dict]:

@@ -98,6 +98,8 @@ class SQLStore:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
+            # forgotten text is overwritten in the file, not just unlinked from the b-tree
+            conn.execute("PRAGMA secure_delete=ON")
             self.conn = conn
             self._migrate(model, dim)
             stored_model = self.get_meta("embed_model")
@@ -107,6 +109,7 @@ class SQLStore:
                                hint="run `bm doctor`, then `bm rebuild` to rebuild it from the op log") from None
         self.model, self.dim = stored_model, stored_dim
         if check_model and stored_model != model:
+            conn.close()
             raise ModelMismatch(
                 f"this store's vectors come from {stored_model} ({stored_dim}-d), "
                 f"but the configured embedder is {model}",

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
     click = _click()
 
-    command = typer.main.get_command(app)
+    command = _command()
     code = 0
     try:
         result = command.main(args=argv, prog_name="bm", standalone_mode=False)
@@ -102,6 +102,18 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         sys.exit(code)
     return code
+
+
+_COMMAND = None
+
+
+def _command():
+    """The click command tree, built once per process (building it costs ~40 ms, which a
+    process calling main() more than once, e.g. the tests, would otherwise pay each time)."""
+    global _COMMAND
+    if _COMMAND is None:
+        _COMMAND = typer.main.get_command(app)
+    return _COMMAND
 
 
 def _click():  # typer >= 0.26 vendors click as typer._click

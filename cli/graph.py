@@ -39,7 +39,7 @@ def kg_link(
     """Link two nodes: bm kg link Ann lives_in Lisbon."""
     with open_store() as mem:
         edge = mem.kg_link(src, dst, predicate, weight=weight, evidence=evidence or [], user=user)
-    print(json.dumps(edge) if as_json else edge.get("id", f"{edge['node']} mentions {edge['memory']}"))
+    print(json.dumps(edge) if as_json else edge["id"] if "id" in edge else f"{edge['node']} mentions {edge['memory']}")
 
 
 @kg_app.command("show")

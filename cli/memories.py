@@ -93,6 +93,11 @@ def _recall_batch(path: str, user: Optional[str], agent: Optional[str]) -> None:
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 failed += 1
                 q = {"id": lineno, "_error": f"line {lineno}: not valid JSON ({exc})"}
+            if not isinstance(q, dict):
+                failed += 1
+                q = {"id": lineno, "_error": f"line {lineno}: expected a JSON object"}
+            elif "id" not in q:  # a query without an id is known by its line number
+                q = {**q, "id": lineno}
             yield q
 
     with open_store() as mem, open_input(path) as fh:

