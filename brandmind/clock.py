@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 
 _B32 = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower-case
@@ -72,7 +72,7 @@ def iso(ms: int | None) -> str | None:
     """Epoch milliseconds as an ISO 8601 UTC string (``None`` stays ``None``)."""
     if ms is None:
         return None
-    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    dt = _EPOCH + timedelta(milliseconds=int(ms))  # exact: no float rounding of far dates
     return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -89,16 +89,30 @@ def parse_time(value: str | int | float | None, *, field: str = "time") -> int |
         raise InvalidInput(f"{field} must be a date, got {value!r}",
                            hint="use ISO 8601, e.g. 2024-05-01 or 2024-05-01T09:30:00Z")
     if isinstance(value, (int, float)):
+        if value != value or value in (float("inf"), float("-inf")):  # NaN, Infinity from JSON
+            raise InvalidInput(f"{field} must be a date, got {value!r}",
+                               hint="use ISO 8601, e.g. 2024-05-01 or 2024-05-01T09:30:00Z")
         # seconds before year 5138, milliseconds after
-        return int(value * 1000) if abs(value) < 1e11 else int(value)
-    text = str(value).strip()
-    try:
-        if text.endswith("Z"):
-            text = text[:-1] + "+00:00"
-        dt = datetime.fromisoformat(text)
-    except ValueError:
-        raise InvalidInput(f"cannot read {field} {value!r} as a date",
-                           hint="use ISO 8601, e.g. 2024-05-01 or 2024-05-01T09:30:00Z") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return int(dt.timestamp() * 1000)
+        ms = int(value * 1000) if abs(value) < 1e11 else int(value)
+    else:
+        text = str(value).strip()
+        try:
+            if text.endswith("Z"):
+                text = text[:-1] + "+00:00"
+            dt = datetime.fromisoformat(text)
+        except ValueError:
+            raise InvalidInput(f"cannot read {field} {value!r} as a date",
+                               hint="use ISO 8601, e.g. 2024-05-01 or 2024-05-01T09:30:00Z") from None
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=timezone.utc)
+        ms = (dt - _EPOCH) // timedelta(milliseconds=1)  # exact, unlike timestamp() * 1000
+    # a time iso() cannot print would break every later read of what it is stored with
+    if not _MIN_MS <= ms <= _MAX_MS:
+        raise InvalidInput(f"{field} {value!r} is out of range",
+                           hint="give a date from year 1 to 9999, e.g. 2024-05-01")
+    return ms
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MIN_MS = -62_135_596_800_000  # 0001-01-01T00:00:00Z
+_MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z

@@ -17,6 +17,11 @@ from .errors import InvalidInput
 FIELDS = {"id", "role", "speaker", "content", "ts", "thread", "meta"}
 
 
+def _no_constant(name: str) -> None:
+    """NaN and Infinity are not JSON; storing them would make bm's own output unreadable."""
+    raise json.JSONDecodeError(f"{name} is not valid JSON", name, 0)
+
+
 def parse_message(line: str | bytes, lineno: int) -> dict | None:
     """The message on one JSONL line, or None for a blank line."""
     where = f"line {lineno}"
@@ -29,7 +34,7 @@ def parse_message(line: str | bytes, lineno: int) -> dict | None:
     if not line.strip():
         return None
     try:
-        obj = json.loads(line)
+        obj = json.loads(line, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise InvalidInput(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})",
                            hint="fix that line, or pass --skip-bad to report bad lines and go on") from None
@@ -43,6 +48,9 @@ def message_from_obj(obj: Any, where: str) -> dict:
     unknown = sorted(set(obj) - FIELDS)
     if unknown:
         raise InvalidInput(f"{where}: unknown field(s) {', '.join(unknown)}", hint=hint)
+    missing = [f'"{key}"' for key in ("role", "content") if obj.get(key) is None]
+    if missing:
+        raise InvalidInput(f"{where}: missing {' and '.join(missing)}", hint=hint)
     try:
         role = validate.name(obj.get("role"), what="role")
         content = validate.text(obj.get("content"), what="content")

@@ -7,6 +7,8 @@ projection.py); every read goes to the projections.
 from __future__ import annotations
 
 import json
+import math
+import operator
 import os
 import shutil
 from pathlib import Path
@@ -200,8 +202,13 @@ class Memory:
                until: str | int | None = None) -> list[dict]:
         """The k memories that best answer ``query``, best first."""
         query = validate.text(query, what="query")
-        if not 1 <= int(k) <= 1000:
-            raise UsageError(f"k must be from 1 to 1000, got {k}", hint="e.g. -k 10")
+        k_in = k
+        try:  # whole numbers only (a batch line may carry "k": "abc", 2.5 or true)
+            k = operator.index(k) if not isinstance(k, bool) else None
+        except TypeError:
+            k = None
+        if k is None or not 1 <= k <= 1000:
+            raise UsageError(f"k must be a whole number from 1 to 1000, got {k_in!r}", hint="e.g. -k 10")
         filters = Filters(
             user=self._user(user),
             agent=validate.name(agent, what="agent") if agent is not None else None,
@@ -241,6 +248,9 @@ class Memory:
                     raise InvalidInput("each batch line needs a \"query\"",
                                        hint='e.g. {"id": 1, "query": "where does Ann live?", "k": 5}')
                 types = q.get("type") or ()
+                if not isinstance(types, (str, list, tuple)):
+                    raise InvalidInput('"type" is a memory type or a list of them',
+                                       hint='e.g. "type": "fact" or "type": ["fact", "decision"]')
                 results = self.recall(q["query"], k=q.get("k", 10), user=q.get("user", user),
                                       agent=q.get("agent", agent),
                                       types=[types] if isinstance(types, str) else types,
@@ -363,6 +373,10 @@ class Memory:
     def beads_tail(self, n: int = 20, *, user: str | None = None, thread: str | None = None) -> list[dict]:
         """The last n beads of the user's thread, oldest first (the short-term window)."""
         user = self._user(user)
+        if int(n) < 0:
+            raise UsageError(f"n must be 0 or more, got {n}", hint="e.g. bm beads tail -n 20")
+        if int(n) == 0:
+            return []
         if thread is None:
             ids = self.log.bead_ids(user, n)
             beads = [self.log.get_bead(i) for i in ids]
@@ -512,7 +526,9 @@ class Memory:
         try:
             weight = float(weight)
         except (TypeError, ValueError):
-            raise InvalidInput(f"weight must be a number, got {weight!r}", hint="e.g. --weight 0.8") from None
+            weight = float("nan")
+        if not math.isfinite(weight):  # NaN would be stored as NULL and the edge silently lost
+            raise InvalidInput(f"weight must be a finite number, got {weight!r}", hint="e.g. --weight 0.8")
         payload = {"id": new_id("e"), "src": a["id"], "dst": b["id"],
                    "predicate": validate.name(predicate, what="predicate"), "weight": weight,
                    "evidence": list(evidence), "meta": validate.meta(meta), "ts": now_millis()}

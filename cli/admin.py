@@ -36,10 +36,17 @@ def export(
                 sys.stdout.write(line + "\n")
             return
         tmp = output.with_name(output.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            for line in export_lines(mem):
-                fh.write(line + "\n")
-        tmp.replace(output)
+        try:
+            with tmp.open("w", encoding="utf-8") as fh:
+                for line in export_lines(mem):
+                    fh.write(line + "\n")
+            tmp.replace(output)
+        except OSError as exc:
+            from brandmind.errors import InvalidInput
+
+            tmp.unlink(missing_ok=True)
+            raise InvalidInput(f"cannot write {output}: {exc.strerror or exc}",
+                               hint="give a path in an existing, writable directory, or omit -o for stdout") from None
         info(f"exported to {output}")
 
 

@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = command.main(args=argv, prog_name="bm", standalone_mode=False)
         code = result if isinstance(result, int) else 0
+        if code == 130:  # typer turns Ctrl-C into Exit(130), returned in non-standalone mode
+            sys.stderr.write("\nInterrupted.\n")
     except BMError as exc:
         _error(exc.message, exc.hint)
         code = exc.exit_code
@@ -86,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         code = exc.exit_code
     except typer.Exit as exc:
         code = exc.exit_code
+        if code == 130:  # typer turns Ctrl-C into Exit(130)
+            sys.stderr.write("\nInterrupted.\n")
     except KeyboardInterrupt:
         sys.stderr.write("\nInterrupted.\n")
         code = 130

@@ -11,6 +11,10 @@ from .common import AgentOpt, JsonlOpt, JsonOpt, UserOpt, confirm, open_input, o
 from .output import emit, emit_lines, info, kv_table, memories_table, wants_json
 
 
+def _no_constant(name: str) -> None:
+    raise ValueError(name)
+
+
 def _meta(pairs: list[str]) -> dict:
     from brandmind.errors import UsageError
 
@@ -20,8 +24,8 @@ def _meta(pairs: list[str]) -> dict:
         if not sep or not key:
             raise UsageError(f"--meta takes key=value, got {pair!r}", hint="e.g. --meta source=slack")
         try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
+            out[key] = json.loads(value, parse_constant=_no_constant)
+        except ValueError:  # not JSON (or NaN/Infinity, which JSON readers reject): a string
             out[key] = value
     return out
 

@@ -286,9 +286,13 @@ def build_store(cache_dir: Path, size: int, turns: list[dict], rebuild: bool) ->
     want = {"size": size, **embedder_fingerprint()}
     if not rebuild and stamp.is_file():
         info = json.loads(stamp.read_text())
-        if {k: info.get(k) for k in want} == want:
+        must = ("size", "texts", "model")  # a store of another model would be refused anyway
+        if all(info.get(k) == want[k] for k in must):
             log(f"[store] reusing {home} ({size:,} memories, built in {info['build_seconds']:.0f} s)")
-            return home, {**info, "cached": True}
+            drift = {k: (info.get(k), want[k]) for k in want if k not in must and info.get(k) != want[k]}
+            if drift:  # e.g. the default model variant changed since: latency is unaffected
+                log(f"[store]   note: its vectors were made with {drift} (stored, now); pass --rebuild to redo")
+            return home, {**info, "cached": True, "drift": drift}
         log(f"[store] {home} was built with {info}; rebuilding")
     new_home(home, cache_dir)
     msgs = store_messages(turns, size)
