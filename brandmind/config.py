@@ -115,6 +115,9 @@ def coerce(key: str, value: Any) -> Any:
             raise ConfigError(f"config key {key!r} must be positive, got {number}",
                               hint=f"e.g. `bm config set {key} {DEFAULTS[key]}`")
         return number
+    if key == "embedder" and value not in ("local", "ollama", "hash"):
+        raise ConfigError(f"unknown embedder {value!r}",
+                          hint="use one of: local, ollama, hash (e.g. `bm config set embedder local`)")
     if not isinstance(value, str) or not value:
         raise ConfigError(f"config key {key!r} must be a non-empty string",
                           hint=f"e.g. `bm config set {key} {DEFAULTS[key]}`")

@@ -182,6 +182,9 @@ class Memory:
     def list_memories(self, *, user: str | None = None, agent: str | None = None,
                       type: str | None = None, limit: int = 50, offset: int = 0,
                       all_users: bool = False) -> list[dict]:
+        if int(limit) < 1 or int(offset) < 0:
+            raise UsageError(f"--limit must be at least 1 and --offset at least 0 (got {limit}, {offset})",
+                             hint="e.g. --limit 50 --offset 100")
         where, args = ["1"], []
         if not all_users:
             where.append("user_id = ?")

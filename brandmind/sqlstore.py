@@ -106,7 +106,7 @@ class SQLStore:
             stored_dim = int(self.get_meta("embed_dim") or 0)
         except apsw.Error as exc:
             raise StoreCorrupt(f"cannot read the memory index {path}: {exc}",
-                               hint="run `bm doctor`, then `bm rebuild` to rebuild it from the op log") from None
+                               hint="run `bm rebuild` to rebuild it from the op log (`bm doctor` checks the rest)") from None
         self.model, self.dim = stored_model, stored_dim
         if check_model and stored_model != model:
             conn.close()
