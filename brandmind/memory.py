@@ -45,7 +45,8 @@ class Memory:
         self.paths = paths
         self._embedder = embedder
         self.embedder_name = embedder.name if embedder is not None else embedder_name(
-            self.config.embedder, ollama_model=self.config.ollama_model)
+            self.config.embedder, ollama_model=self.config.ollama_model,
+            local_variant=self.config.local_variant)
         if not create and not (paths.lmdb_dir / "data.mdb").exists():
             raise StoreMissing(f"no bm store at {paths.data_dir}",
                                hint="run `bm init` first (or point BM_HOME at an existing store)")
@@ -93,7 +94,7 @@ class Memory:
             kind = self.config.embedder
             options: dict[str, Any] = {}
             if kind == "local":
-                options["cache_dir"] = self.config.paths.cache_dir
+                options = {"cache_dir": self.config.paths.cache_dir, "variant": self.config.local_variant}
             elif kind == "ollama":
                 options = {"model": self.config.ollama_model, "host": self.config.ollama_host}
             self._embedder = get_embedder(kind, **options)

@@ -603,7 +603,7 @@ def report_rows(r: dict, sizes: dict) -> list[tuple]:
         rows.append(("  first query (sqlite-vec KNN, loads the model) / second (loads the matrix)",
                      f"{rc['first_query_ms']:.0f} ms / {rc['second_query_ms']:.0f} ms", "", None))
         rows.append(("  query embedding alone, median", f"{rc['embed_query_ms_median']:.1f} ms", "", None))
-        rows.append(("  RSS of the recall process at 100k", f"{rc['process_rss_mb']:.0f} MB", "reported", None))
+        rows.append((f"  RSS of the recall process at {rc['memories']:,} memories", f"{rc['process_rss_mb']:.0f} MB", "reported", None))
     if "ingest" in r:
         i = r["ingest"]
         rows.append((f"`bm ingest` {i['messages']:,} LoCoMo turns, wall clock, median of {i['repeats']}",

@@ -49,11 +49,12 @@ def get_embedder(kind: str, **options: object) -> Embedder:
     )
 
 
-def embedder_name(kind: str, *, ollama_model: str = "nomic-embed-text") -> str:
+def embedder_name(kind: str, *, ollama_model: str = "nomic-embed-text", local_variant: str = "int8") -> str:
     """The name an embedder records in a store, known without loading it."""
     from ..errors import ConfigError
 
-    names = {"local": "local:all-MiniLM-L6-v2", "ollama": f"ollama:{ollama_model}", "hash": "hash:384"}
+    local = "local:all-MiniLM-L6-v2" + ("" if local_variant == "fp32" else f":{local_variant}")
+    names = {"local": local, "ollama": f"ollama:{ollama_model}", "hash": "hash:384"}
     if kind not in names:
         raise ConfigError(
             f"unknown embedder {kind!r}",
