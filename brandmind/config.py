@@ -25,8 +25,8 @@ from .errors import ConfigError
 DEFAULTS: dict[str, Any] = {
     # embedder: local (embedded all-MiniLM-L6-v2), ollama, or hash (tests only)
     "embedder": "local",
-    # local model variant: int8 (quantised, ~2.3x faster, the default) or fp32 (exact)
-    "local_variant": "int8",
+    # local model variant: int8s (static int8, the default), int8 (dynamic int8) or fp32 (exact, ~2.5x slower)
+    "local_variant": "int8s",
     "ollama_host": "http://127.0.0.1:11434",
     "ollama_model": "nomic-embed-text",
     # default owner of memories and beads when --user is not given
@@ -121,9 +121,10 @@ def coerce(key: str, value: Any) -> Any:
     if key == "embedder" and value not in ("local", "ollama", "hash"):
         raise ConfigError(f"unknown embedder {value!r}",
                           hint="use one of: local, ollama, hash (e.g. `bm config set embedder local`)")
-    if key == "local_variant" and value not in ("int8", "fp32"):
+    if key == "local_variant" and value not in ("int8s", "int8", "fp32"):
         raise ConfigError(f"unknown local model variant {value!r}",
-                          hint="use int8 (fast, the default) or fp32 (exact): `bm config set local_variant fp32`")
+                          hint="use int8s (static int8, the default), int8 (dynamic int8) "
+                               "or fp32 (exact, slower): `bm config set local_variant fp32`")
     if not isinstance(value, str) or not value:
         raise ConfigError(f"config key {key!r} must be a non-empty string",
                           hint=f"e.g. `bm config set {key} {DEFAULTS[key]}`")

@@ -672,7 +672,7 @@ def test_config_bad_key_or_value(bm, bm_home, args, words):
 @pytest.mark.real_embedder
 def test_end_to_end_with_the_real_local_model(tmp_path):
     res = run_bm("init")
-    assert res.code == 0 and json.loads(res.out)["model"] == "local:all-MiniLM-L6-v2:int8", res
+    assert res.code == 0 and json.loads(res.out)["model"] == "local:all-MiniLM-L6-v2:int8s", res
     path = tmp_path / "chat.jsonl"
     path.write_text(jsonl(ANN_MESSAGES))
     assert run_bm("ingest", str(path), "--user", "ann").code == 0

@@ -300,3 +300,50 @@ def test_int8_variant_is_close_to_fp32(cache: Path, emb: LocalEmbedder):
     # on its batch mates (fp32 does not: see test_batch_equals_single_and_order_is_kept)
     alone = np.stack([q.embed_query(t) for t in MIXED])
     assert ((q.embed_documents(MIXED) * alone).sum(1)).min() > 0.95
+
+
+# ----------------------------------------------------------------- the static int8 variant
+
+
+def test_int8s_static_variant(cache: Path, emb: LocalEmbedder, reference: NumpyBert):
+    q = LocalEmbedder(cache_dir=cache, variant="int8s")
+    assert q.name == "local:all-MiniLM-L6-v2:int8s" and q.variant == "int8s"
+    assert local_mod.cache_file(cache, "int8s").is_file()
+    texts = [EATING, BREAD, BABY, *MIXED]
+    a, b = q.embed_documents(texts), emb.embed_documents(texts)
+    np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    cos = (a * b).sum(1)
+    assert cos.min() > 0.95 and cos.mean() > 0.98, cos
+    for text, vec in zip(texts[:3], a[:3]):
+        assert float(vec @ reference(text)) > 0.97, text
+    x, y, z = a[:3]
+    assert float(x @ y) == pytest.approx(0.7553, abs=0.03)
+    assert float(x @ z) == pytest.approx(-0.105, abs=0.03)
+    # static activation scales: a text's vector does not depend on its batch mates or the batch size
+    alone = np.stack([q.embed_query(t) for t in texts])
+    assert np.abs(a - alone).max() < 1e-5
+    small = LocalEmbedder(cache_dir=cache, variant="int8s", batch_size=2, threads=1)
+    assert np.abs(small.embed_documents(texts[::-1])[::-1] - a).max() < 1e-5
+
+
+def test_int8s_graph_is_static_and_calibration_is_deterministic():
+    assert local_mod.calibration_texts(50) == local_mod.calibration_texts(50)
+    assert len(set(local_mod.calibration_texts())) > 300
+    model = local_mod.build_model("int8s")
+    ops = {n.op_type for n in model.graph.node}
+    assert "DynamicQuantizeLinear" not in ops and "DynamicQuantizeMatMul" not in ops
+    assert {"QuantizeLinear", "MatMulIntegerToFloat", "QAttention"} <= ops
+    assert "SkipLayerNormalization" not in ops and "BiasGelu" not in ops
+    import onnxruntime as ort  # contrib ops: loading a session is the check
+
+    ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def test_config_accepts_int8s():
+    from brandmind.config import coerce
+    from brandmind.embed import embedder_name
+
+    assert [coerce("local_variant", v) for v in local_mod.VARIANTS] == list(local_mod.VARIANTS)
+
+    assert embedder_name("local", local_variant="int8s") == local_mod.model_name("int8s")
+    assert embedder_name("local") == local_mod.model_name(local_mod.DEFAULT_VARIANT)

@@ -49,7 +49,7 @@ def get_embedder(kind: str, **options: object) -> Embedder:
     )
 
 
-def embedder_name(kind: str, *, ollama_model: str = "nomic-embed-text", local_variant: str = "int8") -> str:
+def embedder_name(kind: str, *, ollama_model: str = "nomic-embed-text", local_variant: str = "int8s") -> str:
     """The name an embedder records in a store, known without loading it."""
     from ..errors import ConfigError
 
