@@ -27,6 +27,19 @@ class Embedder(Protocol):
         ...
 
 
+def check_texts(texts: Sequence[str]) -> list[str]:
+    """The argument of ``embed_documents`` as a list of strings, or InvalidInput."""
+    from ..errors import InvalidInput
+
+    if isinstance(texts, str):
+        raise InvalidInput("embed_documents takes a list of texts, not one string", hint="wrap it: [text]")
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise InvalidInput(f"text {i} is {type(t).__name__}, not a string", hint="pass only strings")
+    return texts
+
+
 def get_embedder(kind: str, **options: object) -> Embedder:
     """Build the embedder named by ``kind`` ("local", "ollama" or "hash")."""
     from ..errors import ConfigError

@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import InvalidInput
+from . import check_texts
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _WORD_WEIGHT = 1.0
@@ -62,12 +63,9 @@ class HashEmbedder:
         return (vec / norm).astype(np.float32)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        if isinstance(texts, str):
-            raise InvalidInput("embed_documents takes a list of texts, not one string", hint="wrap it: [text]")
+        texts = check_texts(texts)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise InvalidInput(f"text {i} is {type(text).__name__}, not a string", hint="pass only strings")
             out[i] = self._vector(text)
         return out
 

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ..errors import EmbedderUnavailable, InvalidInput
+from . import check_texts
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
@@ -668,7 +669,7 @@ class LocalEmbedder:
         return self._session.run(["embedding"], {"input_ids": input_ids, "attention_mask": mask})[0]
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        texts = _check_texts(texts)
+        texts = check_texts(texts)
         out = np.empty((len(texts), DIM), dtype=np.float32)
         if not texts:
             return out
@@ -696,13 +697,3 @@ class LocalEmbedder:
 
     def __repr__(self) -> str:
         return f"LocalEmbedder(variant={self.variant!r}, threads={self.threads}, cache={self.model_path})"
-
-
-def _check_texts(texts: Sequence[str]) -> list[str]:
-    if isinstance(texts, str):
-        raise InvalidInput("embed_documents takes a list of texts, not one string", hint="wrap it: [text]")
-    texts = list(texts)
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise InvalidInput(f"text {i} is {type(t).__name__}, not a string", hint="pass only strings")
-    return texts

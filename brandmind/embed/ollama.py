@@ -21,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import EmbedderUnavailable, InvalidInput, ModelMismatch
+from . import check_texts
 
 DEFAULT_MODEL = "nomic-embed-text"
 DOCUMENT_PREFIX = "search_document: "
@@ -131,12 +132,7 @@ class OllamaEmbedder:
     # -- the Protocol
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        if isinstance(texts, str):
-            raise InvalidInput("embed_documents takes a list of texts, not one string", hint="wrap it: [text]")
-        texts = list(texts)
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise InvalidInput(f"text {i} is {type(t).__name__}, not a string", hint="pass only strings")
+        texts = check_texts(texts)
         if not texts:
             return np.empty((0, self._dim or 0), dtype=np.float32)
         prefix = DOCUMENT_PREFIX if self._prefixes else ""
