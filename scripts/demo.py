@@ -37,7 +37,7 @@ QUESTIONS = [
     ("What is the name of Ann's cat?", "Miso is my cat"),
     ("What kind of food does Ann love?", "I love Thai food"),
     ("When does Ann fly to Kyoto?", "from April 15 to April 24"),
-    ("What did Ann decide to do with her car?", "I've decided: I'm selling the Clio"),
+    ("What did Ann buy instead of a car?", "I'm selling the Clio and buying an e-bike"),
 ]
 
 
