@@ -182,6 +182,7 @@ class Searcher:
         self.sql = sql
         self.matrix: VectorMatrix | None = None
         self._data_version = None
+        self._generation = -1
         self._searches = 0
         self._stale = False
 
@@ -196,7 +197,12 @@ class Searcher:
         self._searches += 1
         version = self.sql.conn.execute("PRAGMA data_version").fetchone()[0]
         if self.matrix is not None and version != self._data_version:
-            self.matrix = None  # another connection committed: reload
+            # another connection committed: new rows are appended, removed or
+            # replaced vectors (a forget, a reindex) need a full reload
+            if self.sql.generation() == self._generation:
+                self._stale = True
+            else:
+                self.matrix = None
         if self.matrix is None and self._searches == 1:
             where, args = f.vec_sql()
             rows = self.sql.conn.execute(
@@ -207,6 +213,7 @@ class Searcher:
             return sorted(((r[0], 1.0 - r[1]) for r in rows), key=lambda x: (-x[1], x[0]))
         if self.matrix is None:
             self.matrix = VectorMatrix()
+            self._generation = self.sql.generation()
             self._stale = True
         if self._stale:
             self.matrix.extend(self.sql, self.sql.dim)

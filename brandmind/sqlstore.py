@@ -188,7 +188,17 @@ class SQLStore:
         c.execute("DELETE FROM memories_vec WHERE rowid=?", (rowid,))
         c.execute("DELETE FROM kg_mentions WHERE memory_id=?", (memory_id,))
         c.execute("DELETE FROM memories WHERE rowid=?", (rowid,))
+        self.bump_generation()
         return op_id
+
+    def generation(self) -> int:
+        """Bumped whenever vectors are removed or replaced; adds leave it alone, so a
+        reader holding vectors in memory knows whether appending new rows is enough."""
+        return int(self.get_meta("vec_generation") or 0)
+
+    def bump_generation(self) -> None:
+        self.conn.execute("INSERT INTO meta VALUES('vec_generation', '1') ON CONFLICT(key) "
+                          "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
 
     def memory_ids(self, where: str = "1", args: tuple = ()) -> list[str]:
         return [r[0] for r in self.conn.execute(f"SELECT id FROM memories WHERE {where}", args)]
@@ -215,6 +225,7 @@ class SQLStore:
         self.set_meta("embed_model", model)
         self.set_meta("embed_dim", str(dim))
         self.model, self.dim = model, dim
+        self.bump_generation()
 
     def integrity(self) -> list[str]:
         problems = []

@@ -1,0 +1,36 @@
+"""The in-memory vector matrix follows writes of other processes: appends rows after
+their adds, reloads after their deletes (a stale matrix would return forgotten memories)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from brandmind.memory import Memory
+
+
+def _in_other_process(code: str) -> str:
+    script = "from brandmind.memory import Memory\nmem = Memory()\n" + code
+    return subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_matrix_extends_on_other_writers_adds_and_reloads_on_their_deletes(store) -> None:
+    with Memory() as mem:
+        for i in range(30):
+            mem.remember(f"note number {i} about gardening and tomatoes")
+        mem.recall("gardening")
+        mem.recall("tomatoes")  # the second search in a process loads the matrix
+        matrix = mem.searcher.matrix
+        assert matrix is not None and len(matrix.rowids) == 30
+
+        new_id = _in_other_process("print(mem.remember('the zebra migration crosses the river')['id'])")
+        hits = mem.recall("zebra migration river", k=3)
+        assert hits[0]["id"] == new_id and "vector" in hits[0]["signals"]
+        assert mem.searcher.matrix is matrix, "an add elsewhere must extend, not reload"
+        assert len(matrix.rowids) == 31
+
+        _in_other_process(f"mem.forget({new_id!r})")
+        hits = mem.recall("zebra migration river", k=40)
+        assert new_id not in {h["id"] for h in hits}
+        assert mem.searcher.matrix is not matrix, "a delete elsewhere must reload"
+        assert len(mem.searcher.matrix.rowids) == 30
