@@ -255,7 +255,7 @@ class Memory:
                 if not isinstance(types, (str, list, tuple)):
                     raise InvalidInput('"type" is a memory type or a list of them',
                                        hint='e.g. "type": "fact" or "type": ["fact", "decision"]')
-                results = self.recall(q["query"], k=q.get("k", 10), user=q.get("user", user),
+                results = self.recall(q["query"], k=10 if q.get("k") is None else q["k"], user=q.get("user", user),
                                       agent=q.get("agent", agent),
                                       types=[types] if isinstance(types, str) else types,
                                       since=q.get("since"), until=q.get("until"))

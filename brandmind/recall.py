@@ -26,6 +26,8 @@ import numpy as np
 from .sqlstore import SQLStore
 
 RRF_K = 60
+COMMON_SHARE = 0.2     # keyword search skips words found in more than this share of memories
+COMMON_MIN_DOCS = 20   # ... once the store holds at least this many
 # From this many vectors on, a search runs the keyword query in a second thread while
 # this one scans the matrix (SQLite and numpy's einsum both release the GIL).
 CONCURRENT_MIN_ROWS = 20_000
@@ -82,17 +84,19 @@ class Filters:
         return " AND ".join(where), args
 
 
-def keyword_query(text: str) -> str | None:
-    """An FTS5 query OR-ing the query's content words, each quoted (never FTS syntax)."""
+def query_words(text: str) -> list[str]:
+    """The query's content words, lower-cased, deduplicated, in order (at most 32)."""
     words = [w.lower() for w in _WORD.findall(text)]
     content = [w for w in words if w not in STOPWORDS] or words
-    seen: list[str] = []
-    for w in content:
-        if w not in seen:
-            seen.append(w)
-    if not seen:
+    return list(dict.fromkeys(content))[:32]
+
+
+def keyword_query(text: str | list[str]) -> str | None:
+    """An FTS5 query OR-ing the query's content words, each quoted (never FTS syntax)."""
+    words = query_words(text) if isinstance(text, str) else text
+    if not words:
         return None
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in seen[:32])
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
 @dataclass
@@ -182,12 +186,15 @@ class Searcher:
         self.sql = sql
         self.matrix: VectorMatrix | None = None
         self._data_version = None
+        self._total: tuple[int, int] | None = None  # (data_version, number of memories)
+        self._tokenizer: Any = None
         self._generation = -1
         self._searches = 0
         self._stale = False
 
     def invalidate(self, *, deleted: bool) -> None:
         """Called after this process wrote: a delete needs a reload, an add only an extend."""
+        self._total = None
         if deleted:
             self.matrix = None
         else:
@@ -221,8 +228,37 @@ class Searcher:
         self._data_version = version
         return self.matrix.search(q, f, n)
 
+    def _selective_words(self, query: str) -> list[str]:
+        """The query's words minus those in more than COMMON_SHARE of all memories.
+
+        Such a word (a speaker's name prefixed to every turn, a topic the whole store is
+        about) weighs next to nothing in BM25, yet makes FTS5 score a large share of the
+        store: dropping it keeps keyword search fast and its candidates specific.  The
+        vector signal still sees the whole query."""
+        words = query_words(query)
+        if not words:
+            return []
+        c = self.sql.conn
+        version = c.execute("PRAGMA data_version").fetchone()[0]
+        if self._total is None or self._total[0] != version:
+            self._total = (version, c.execute("SELECT count(*) FROM memories").fetchone()[0])
+        total = self._total[1]
+        if total < COMMON_MIN_DOCS:
+            return words
+        if self._tokenizer is None:
+            import apsw
+
+            self._tokenizer = (c.fts5_tokenizer("porter", ["unicode61"]), apsw.FTS5_TOKENIZE_QUERY)
+        tokenize, flags = self._tokenizer
+        stems = {w: [t[2] for t in tokenize(w.encode(), flags, None)] for w in words}
+        terms = sorted({t for ts in stems.values() for t in ts})
+        df = dict(c.execute(f"SELECT term, doc FROM memories_vocab WHERE term IN ({','.join('?' * len(terms))})",
+                            terms).fetchall()) if terms else {}
+        limit = COMMON_SHARE * total
+        return [w for w in words if not stems[w] or min(df.get(t, 0) for t in stems[w]) <= limit]
+
     def _keyword_candidates(self, query: str, f: Filters, n: int) -> list[tuple[int, float]]:
-        match = keyword_query(query)
+        match = keyword_query(self._selective_words(query))
         if match is None:
             return []
         where, args = f.sql("m")

@@ -71,7 +71,11 @@ def _base_schema(dim: int) -> list[str]:
     ]
 
 
-MIGRATIONS: list[tuple[str, Any]] = [("0001_base", _base_schema)]
+MIGRATIONS: list[tuple[str, Any]] = [
+    ("0001_base", _base_schema),
+    # document frequency of each indexed term, for recall to skip words found everywhere
+    ("0002_fts_vocab", lambda dim: ["CREATE VIRTUAL TABLE memories_vocab USING fts5vocab(memories_fts, 'row')"]),
+]
 
 
 class SQLStore:

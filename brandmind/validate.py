@@ -7,7 +7,6 @@ from typing import Any
 from .errors import InvalidInput
 
 MEMORY_TYPES = ("fact", "preference", "decision", "insight", "question", "concept", "episode")
-ROLES = ("user", "assistant", "system", "tool")
 _NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
 
 

@@ -34,3 +34,22 @@ def test_matrix_extends_on_other_writers_adds_and_reloads_on_their_deletes(store
         assert new_id not in {h["id"] for h in hits}
         assert mem.searcher.matrix is not matrix, "a delete elsewhere must reload"
         assert len(mem.searcher.matrix.rowids) == 30
+
+
+def test_keyword_search_skips_words_found_in_most_memories(store) -> None:
+    with Memory() as mem:
+        for i in range(40):
+            mem.remember(f"Ann: message {i} about the weather and the garden")
+        tea = mem.remember("Ann: I only drink green tea in the morning")
+        hits = mem.recall("Ann green tea", k=10)
+        keyword_hits = [h["id"] for h in hits if "keyword" in h["signals"]]
+        # "ann" is in every memory: it must not turn every memory into a keyword hit
+        assert keyword_hits == [tea["id"]]
+        assert hits[0]["id"] == tea["id"]
+        # a query made only of such words still gets vector results
+        assert mem.recall("Ann", k=5)
+        # below COMMON_MIN_DOCS every word counts
+    with Memory() as mem:
+        mem.forget_many([m["id"] for m in mem.list_memories(limit=1000)][:35])
+        hits = mem.recall("Ann green tea", k=10)
+        assert len([h for h in hits if "keyword" in h["signals"]]) > 1
