@@ -59,11 +59,7 @@ def import_lines(mem: "Memory", lines: Iterable[str | bytes], batch: int = 256) 
     counts = {"bead": 0, "memory": 0, "node": 0, "edge": 0, "mention": 0, "skipped": 0}
     pending: list[tuple[int, dict]] = []
     for lineno, line in enumerate(lines, 1):
-        if isinstance(line, bytes):
-            try:
-                line = line.decode("utf-8")
-            except UnicodeDecodeError:
-                raise InvalidInput(f"line {lineno}: not valid UTF-8", hint="is this a `bm export` file?") from None
+        line = validate.utf8(line, what=f"line {lineno}", hint="is this a `bm export` file?")
         if not line.strip():
             continue
         try:

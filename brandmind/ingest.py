@@ -25,12 +25,7 @@ def _no_constant(name: str) -> None:
 def parse_message(line: str | bytes, lineno: int) -> dict | None:
     """The message on one JSONL line, or None for a blank line."""
     where = f"line {lineno}"
-    if isinstance(line, bytes):
-        try:
-            line = line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidInput(f"{where}: not valid UTF-8 (byte {exc.start})",
-                               hint="convert the file to UTF-8, or pass --skip-bad") from None
+    line = validate.utf8(line, what=where, hint="convert the file to UTF-8, or pass --skip-bad")
     if not line.strip():
         return None
     try:

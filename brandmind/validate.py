@@ -10,13 +10,20 @@ MEMORY_TYPES = ("fact", "preference", "decision", "insight", "question", "concep
 _NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
 
 
+def utf8(value: str | bytes, *, what: str = "text",
+         hint: str = "convert it first, e.g. `iconv -f latin1 -t utf-8`") -> str:
+    """Bytes decoded as UTF-8 (strings pass through), or InvalidInput naming the bad byte."""
+    if not isinstance(value, bytes):
+        return value
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{what} is not valid UTF-8 (byte {exc.start})", hint=hint) from None
+
+
 def text(value: Any, *, what: str = "text", limit: int | None = None) -> str:
     if isinstance(value, bytes):
-        try:
-            value = value.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidInput(f"{what} is not valid UTF-8 (byte {exc.start})",
-                               hint="convert it first, e.g. `iconv -f latin1 -t utf-8`") from None
+        value = utf8(value, what=what)
     if not isinstance(value, str):
         raise InvalidInput(f"{what} must be a string, got {type(value).__name__}",
                            hint=f"pass the {what} as a JSON string")

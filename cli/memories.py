@@ -8,7 +8,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from .common import AgentOpt, JsonlOpt, JsonOpt, UserOpt, confirm, open_input, open_store, read_text_arg
-from .output import emit, emit_lines, info, kv_table, memories_table, wants_json
+from .output import emit, info, kv_table, memories_table, wants_json
 
 
 def _no_constant(name: str) -> None:

@@ -39,6 +39,8 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import bmcmd  # scripts/bmcmd.py: this folder is on sys.path when a script runs
+
 REPO = Path(__file__).resolve().parent.parent
 LOCOMO = Path("/work/shared/bench/locomo/locomo-dev.json")
 TEXTS_VERSION = 1  # bump when the generated store texts change (invalidates cached stores)
@@ -47,14 +49,7 @@ SECTIONS = ("help", "cold", "recall", "ingest")
 
 # ----------------------------------------------------------------------------- helpers
 def find_bm() -> str:
-    """The `bm` script installed with this interpreter (not a pyenv shim), else PATH's."""
-    for candidate in (os.path.join(sys.prefix, "bin", "bm"), os.path.join(os.path.dirname(sys.executable), "bm")):
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    found = shutil.which("bm")
-    if not found:
-        sys.exit("bench: cannot find `bm`; install the project first (pip install -e .)")
-    return found
+    return bmcmd.find_bm("bench")
 
 
 def clean_env(home: Path | None = None) -> dict:

@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import bmcmd  # scripts/bmcmd.py: this folder is on sys.path when a script runs
+
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "scripts" / "sample_conversation.jsonl"
 
@@ -42,15 +44,7 @@ QUESTIONS = [
 
 
 def find_bm() -> str:
-    """The `bm` installed next to this interpreter (not a pyenv shim), else the one on PATH."""
-    for candidate in (os.path.join(sys.prefix, "bin", "bm"),
-                      os.path.join(os.path.dirname(sys.executable), "bm")):
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    found = shutil.which("bm")
-    if not found:
-        sys.exit("demo: cannot find the `bm` command; install bm first (pip install -e .)")
-    return found
+    return bmcmd.find_bm("demo")
 
 
 class Step:

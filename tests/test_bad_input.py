@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_error, memory_count, open_memory, run_bm, use_home
+from conftest import assert_error, memory_count, open_memory, run_bm
 
 LISBON = "Ann moved to Lisbon in May"
 
