@@ -286,14 +286,11 @@ class Memory:
         """Forget everything of one user: memories, beads, graph nodes."""
         user = validate.name(user, what="user")
         counts = self.stats(user=user)["counts"]
-        op_ids = self.sql.conn.execute("SELECT id, op_id FROM memories WHERE user_id=?", (user,)).fetchall()
         with self.log.write() as t:
             op = t.append("user.forget", {"user": user})
             apply_log_side(t, op)
-            for memory_id, op_id in op_ids:
-                t.redact(op_id, {"id": memory_id, "redacted": True})
-            # the user's words must not linger in the log either: redact every earlier op
-            # carrying their content (beads, memories not in the index, graph node names)
+            # the user's words must not linger in the log: redact every earlier op carrying
+            # their content (memories, beads, graph nodes and the edges and mentions of those)
             forgotten_at = hlc_key(op["hlc"])
             earlier = [o for _, o in t.iter_ops() if hlc_key(o["hlc"]) < forgotten_at
                        and not o["payload"].get("redacted")]
