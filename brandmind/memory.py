@@ -134,20 +134,18 @@ class Memory:
         if self.sql.applied() >= self.log.last_arrival():
             return 0
         n = 0
-        deleted = False
         with self.sql.write():
             start = self.sql.applied()
             total = self.log.last_arrival() - start
             last = start
             for arrival, op in self.log.ops_after(start):
                 apply_sql_side(self.sql, op, self._vector_for)
-                deleted = deleted or op["kind"] in ("memory.forget", "user.forget")
                 last = arrival
                 n += 1
                 if progress and n % 500 == 0:
                     progress(n, total)
             self.sql.set_meta("applied", str(last))
-        self.searcher.invalidate(deleted=deleted)
+        self.searcher.invalidate()
         return n
 
     def _user(self, user: str | None) -> str:
@@ -305,10 +303,9 @@ class Memory:
               limit: int = 1000) -> list[dict]:
         """Memories containing every word of ``query`` (what ``forget --match`` removes)."""
         query = validate.text(query, what="query")
-        fts = keyword_query(query)
+        fts = keyword_query(query, op="AND")
         if fts is None:
             return []
-        fts = fts.replace(" OR ", " AND ")
         f = Filters(user=self._user(user), agent=agent)
         where, args = f.sql("m")
         rows = self.sql.rows(

@@ -91,12 +91,13 @@ def query_words(text: str) -> list[str]:
     return list(dict.fromkeys(content))[:32]
 
 
-def keyword_query(text: str | list[str]) -> str | None:
-    """An FTS5 query OR-ing the query's content words, each quoted (never FTS syntax)."""
+def keyword_query(text: str | list[str], op: str = "OR") -> str | None:
+    """An FTS5 query joining the query's content words with ``op`` (OR: any word, AND:
+    every word), each word quoted, so it is never FTS syntax."""
     words = query_words(text) if isinstance(text, str) else text
     if not words:
         return None
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+    return f" {op} ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
 @dataclass
@@ -192,20 +193,17 @@ class Searcher:
         self._searches = 0
         self._stale = False
 
-    def invalidate(self, *, deleted: bool) -> None:
-        """Called after this process wrote: a delete needs a reload, an add only an extend."""
+    def invalidate(self) -> None:
+        """Called after this process wrote: the next vector search brings the matrix up to date."""
         self._total = None
-        if deleted:
-            self.matrix = None
-        else:
-            self._stale = True
+        self._stale = True
 
     def _vector_candidates(self, q: np.ndarray, f: Filters, n: int) -> list[tuple[int, float]]:
         self._searches += 1
         version = self.sql.conn.execute("PRAGMA data_version").fetchone()[0]
-        if self.matrix is not None and version != self._data_version:
-            # another connection committed: new rows are appended, removed or
-            # replaced vectors (a forget, a reindex) need a full reload
+        if self.matrix is not None and (self._stale or version != self._data_version):
+            # this or another connection committed: new rows are appended; removed or
+            # replaced vectors (a forget, a reindex) bump the generation and need a reload
             if self.sql.generation() == self._generation:
                 self._stale = True
             else:
