@@ -35,9 +35,34 @@ DEFAULTS: dict[str, Any] = {
     "blob_threshold": 65536,
     # a memory's text may not be longer than this many characters
     "max_memory_chars": 16000,
+    # recall: how much each signal counts (see brandmind/recall.py); 0 turns a signal off
+    "weight_vector": 1.0,
+    "weight_keyword": 0.4,
+    "weight_speaker": 0.25,
+    "weight_neighbor": 0.3,
+    "weight_episode": 0.5,
+    "weight_graph": 0.3,
+    "weight_time": 0.3,
+    "weight_recency": 0.0,
+    "weight_importance": 0.1,
+    "recency_half_life_days": 30.0,
+    # recall with --agent: that agent's own memories and the user's global ones, merged
+    "recall_agent_k": 5,
+    "recall_global_k": 3,
+    # ingest: a pause longer than this starts a new episode of a conversation thread
+    "episode_gap_minutes": 30,
+    # fact extractor for --extract: rules (offline, the default) or llm (Ollama chat at ollama_host)
+    "extractor": "rules",
+    # the Ollama chat model of the llm extractor and arbiter
+    "llm_model": "llama3.1:8b",
+    # cost caps of the llm extractor, per ingest / remember / extract call
+    "llm_max_calls": 100,
+    "llm_max_tokens": 200000,
 }
 
-_INT_KEYS = {"blob_threshold", "max_memory_chars"}
+_FLOAT_KEYS = {k for k in DEFAULTS if k.startswith("weight_")} | {"recency_half_life_days"}
+_COUNT_KEYS = {"recall_agent_k", "recall_global_k"}  # whole numbers, 0 allowed
+_INT_KEYS = {"blob_threshold", "max_memory_chars", "episode_gap_minutes", "llm_max_calls", "llm_max_tokens"}
 
 
 @dataclass(frozen=True)
@@ -82,6 +107,23 @@ class Config:
     user: str = DEFAULTS["user"]
     blob_threshold: int = DEFAULTS["blob_threshold"]
     max_memory_chars: int = DEFAULTS["max_memory_chars"]
+    extractor: str = DEFAULTS["extractor"]
+    llm_model: str = DEFAULTS["llm_model"]
+    llm_max_calls: int = DEFAULTS["llm_max_calls"]
+    llm_max_tokens: int = DEFAULTS["llm_max_tokens"]
+    weight_vector: float = DEFAULTS["weight_vector"]
+    weight_keyword: float = DEFAULTS["weight_keyword"]
+    weight_speaker: float = DEFAULTS["weight_speaker"]
+    weight_neighbor: float = DEFAULTS["weight_neighbor"]
+    weight_episode: float = DEFAULTS["weight_episode"]
+    weight_graph: float = DEFAULTS["weight_graph"]
+    weight_time: float = DEFAULTS["weight_time"]
+    weight_recency: float = DEFAULTS["weight_recency"]
+    weight_importance: float = DEFAULTS["weight_importance"]
+    recency_half_life_days: float = DEFAULTS["recency_half_life_days"]
+    recall_agent_k: int = DEFAULTS["recall_agent_k"]
+    recall_global_k: int = DEFAULTS["recall_global_k"]
+    episode_gap_minutes: int = DEFAULTS["episode_gap_minutes"]
     paths: Paths = field(default_factory=resolve_paths)
 
     @classmethod
@@ -106,6 +148,25 @@ def coerce(key: str, value: Any) -> Any:
             f"unknown config key {key!r}",
             hint="known keys: " + ", ".join(sorted(DEFAULTS)),
         )
+    if key in _FLOAT_KEYS:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = float("nan")
+        if not (number >= 0 and number != float("inf")) or (key == "recency_half_life_days" and number == 0):
+            raise ConfigError(f"config key {key!r} must be a finite number of 0 or more"
+                              f"{' (above 0)' if key == 'recency_half_life_days' else ''}, got {value!r}",
+                              hint=f"e.g. `bm config set {key} {DEFAULTS[key]}`")
+        return number
+    if key in _COUNT_KEYS:
+        try:
+            count = int(value)
+        except (TypeError, ValueError):
+            count = -1
+        if count < 0 or count > 1000 or isinstance(value, float) and value != count:
+            raise ConfigError(f"config key {key!r} must be a whole number from 0 to 1000, got {value!r}",
+                              hint=f"e.g. `bm config set {key} {DEFAULTS[key]}`")
+        return count
     if key in _INT_KEYS:
         try:
             number = int(value)
@@ -121,6 +182,10 @@ def coerce(key: str, value: Any) -> Any:
     if key == "embedder" and value not in ("local", "ollama", "hash"):
         raise ConfigError(f"unknown embedder {value!r}",
                           hint="use one of: local, ollama, hash (e.g. `bm config set embedder local`)")
+    if key == "extractor" and value not in ("rules", "llm"):
+        raise ConfigError(f"unknown extractor {value!r}",
+                          hint="use rules (offline, the default) or llm (Ollama chat): "
+                               "`bm config set extractor rules`")
     if key == "local_variant" and value not in ("int8s", "int8", "fp32"):
         raise ConfigError(f"unknown local model variant {value!r}",
                           hint="use int8s (static int8, the default), int8 (dynamic int8) "

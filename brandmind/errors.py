@@ -53,3 +53,7 @@ class EmbedderUnavailable(BMError):
 
 class ConfigError(BMError):
     """A bad config file, key or value."""
+
+
+class ExtractorUnavailable(BMError):
+    """The configured fact extractor (e.g. an LLM behind Ollama) cannot be reached or used."""

@@ -22,6 +22,11 @@ if TYPE_CHECKING:  # pragma: no cover
 FORMAT = "bm-export/1"
 _MEMORY_FIELDS = ("id", "text", "type", "user", "agent", "importance", "ts", "updated",
                   "valid_from", "valid_to", "source", "provenance", "meta")
+# bi-temporal facts (brandmind/facts.py): exported when set, so a restored store keeps
+# what was retired, by what, and when it was learned
+_FACT_FIELDS = ("recorded_at", "retired_at", "subject", "predicate", "object", "superseded_by",
+                "confirmations")
+_EDGE_TIMES = ("valid_from", "valid_to", "recorded_at", "retired_at")
 
 
 def _line(obj: dict) -> str:
@@ -41,15 +46,17 @@ def export_lines(mem: "Memory") -> Iterator[str]:
         yield _line({"kind": "bead", **out})
     for row in mem.sql.rows("SELECT id FROM memories ORDER BY id"):
         m = mem.get(row["id"])
-        yield _line({"kind": "memory", **{k: m[k] for k in _MEMORY_FIELDS}})
+        yield _line({"kind": "memory", **{k: m[k] for k in _MEMORY_FIELDS},
+                     **{k: m[k] for k in _FACT_FIELDS if m.get(k) not in (None, 0)}})
     for row in mem.sql.rows("SELECT id FROM kg_nodes ORDER BY id"):
         node = mem.kg_node(row["id"])
         node.pop("edges"), node.pop("memories")
         yield _line({"kind": "node", **node})
     for row in mem.sql.rows("SELECT * FROM kg_edges ORDER BY id"):
-        from .memory import _edge_out
+        from .memory import _edge_out, _link_out
 
-        yield _line({"kind": "edge", **_edge_out(row)})
+        times = {k: v for k, v in _link_out(row).items() if k in _EDGE_TIMES and v is not None}
+        yield _line({"kind": "edge", **_edge_out(row), **times})
     for row in mem.sql.rows("SELECT * FROM kg_mentions ORDER BY node_id, memory_id"):
         yield _line({"kind": "mention", "node": row["node_id"], "memory": row["memory_id"]})
 
@@ -100,9 +107,25 @@ def _import_batch(mem: "Memory", pending: list[tuple[int, dict]], counts: dict) 
                 for key in ("ts", "valid_from", "valid_to"):
                     payload[key] = parse_time(rec.get(key), field=key)
                 payload["updated"] = parse_time(rec.get("updated"), field="updated") or payload["ts"]
+                for key in ("subject", "predicate", "object"):
+                    if rec.get(key) is not None:
+                        payload[key] = validate.text(rec[key], what=key)
+                if rec.get("recorded_at") is not None:
+                    payload["recorded_at"] = parse_time(rec["recorded_at"], field="recorded_at")
                 memories.append(payload)
                 texts.append(payload["text"])
                 ops.append(("memory.add", payload))
+                if rec.get("retired_at") is not None:
+                    ops.append(("memory.retire", {
+                        "id": payload["id"], "user": payload["user"],
+                        "retired_at": parse_time(rec["retired_at"], field="retired_at"), "valid_to": None,
+                        "by": rec.get("superseded_by"),
+                        "reason": payload["meta"].get("retired_reason") or ""
+                        if isinstance(payload.get("meta"), dict) else ""}))
+                if int(rec.get("confirmations") or 0) > 0:
+                    ops.append(("memory.confirm", {"id": payload["id"], "user": payload["user"],
+                                                   "ts": payload["updated"], "provenance": [],
+                                                   "count": int(rec["confirmations"])}))
             elif kind == "bead":
                 if mem.log.get_bead(rec["id"]) is not None:
                     counts["skipped"] += 1
@@ -126,10 +149,17 @@ def _import_batch(mem: "Memory", pending: list[tuple[int, dict]], counts: dict) 
                 if c.execute("SELECT 1 FROM kg_edges WHERE id=?", (rec["id"],)).fetchone():
                     counts["skipped"] += 1
                     continue
-                ops.append(("kg.edge", {"id": rec["id"], "src": rec["src"], "dst": rec["dst"],
-                                        "predicate": rec["predicate"], "weight": rec.get("weight", 1.0),
-                                        "evidence": rec.get("evidence", []), "meta": rec.get("meta", {}),
-                                        "ts": parse_time(rec["created"])}))
+                edge = {"id": rec["id"], "src": rec["src"], "dst": rec["dst"],
+                        "predicate": rec["predicate"], "weight": rec.get("weight", 1.0),
+                        "evidence": rec.get("evidence", []), "meta": rec.get("meta", {}),
+                        "ts": parse_time(rec["created"])}
+                for key in ("valid_from", "valid_to", "recorded_at"):
+                    if rec.get(key) is not None:
+                        edge[key] = parse_time(rec[key], field=key)
+                ops.append(("kg.edge", edge))
+                if rec.get("retired_at") is not None:
+                    ops.append(("kg.edge.retire", {"id": rec["id"], "valid_to": None,
+                                                   "retired_at": parse_time(rec["retired_at"], field="retired_at")}))
             else:
                 if c.execute("SELECT 1 FROM kg_mentions WHERE node_id=? AND memory_id=?",
                              (rec["node"], rec["memory"])).fetchone():

@@ -154,8 +154,11 @@ class Memory:
     # -- memories -------------------------------------------------------------
     def remember(self, text: str | bytes, *, type: str = "fact", user: str | None = None,
                  agent: str | None = None, importance: float = 0.5, meta: dict | None = None,
-                 ts: str | int | None = None) -> dict:
-        """Store one memory; returns it as recall would."""
+                 ts: str | int | None = None, extract: bool = False) -> dict:
+        """Store one memory; returns it as recall would.  ``extract``: then also extract
+        atomic facts from the text (config ``extractor``; "I" is the user) and store them
+        with reconciliation; the returned memory gets the report under ``"extract"`` (see
+        :meth:`extract`)."""
         text = validate.text(text, limit=self.config.max_memory_chars)
         payload = {
             "id": new_id("m"), "text": text, "type": validate.memory_type(type),
@@ -170,7 +173,36 @@ class Memory:
             t.append("memory.add", payload)
             t.cache_vector(self.sql.model, text, vec.tobytes())
         self._catch_up()
+        if extract:
+            from .extract import Turn
+            from .extract.run import extract_turns
+
+            report = extract_turns(self, [Turn(text, None, payload["ts"], None, payload["user"])],
+                                   user=payload["user"], agent=payload["agent"],
+                                   meta={"source_memory": payload["id"]})
+            return {**self.get(payload["id"]), "extract": report}
         return self.get(payload["id"])
+
+    def extract(self, turns: Any, *, user: str | None = None, agent: str | None = None,
+                ts: str | int | None = None, dry_run: bool = False) -> dict:
+        """Extract atomic facts from ``turns`` with the configured extractor (config
+        ``extractor``: rules, the offline default, or llm) and store them with
+        reconciliation (:meth:`add_facts`).  ``turns``: a text, or a list of texts or
+        ``{"text", "speaker"?, "ts"?, "bead"?}`` dicts or ``brandmind.extract.Turn``;
+        "I" is the turn's speaker (the user when it has none); ``ts`` (default now) is the
+        time of turns without one, against which "yesterday" is read.
+
+        Returns ``{"extractor", "turns", "found", "facts": {"added", "confirmed", "updated",
+        "contradicted"}, "llm": {"calls", "tokens", "capped"}, "skipped_turns", "bad_chunks",
+        "bad_facts"}``.  ``dry_run`` stores nothing and calls no LLM: ``llm`` is the estimate
+        and, for the rules, ``would_extract`` lists the facts.  See brandmind/extract/run.py."""
+        from .extract.run import as_turns, extract_turns
+
+        user = self._user(user)
+        agent = validate.name(agent, what="agent") if agent is not None else None
+        default_ts = parse_time(ts, field="ts") if ts is not None else now_millis()
+        return extract_turns(self, as_turns(turns, user=user, ts=default_ts), user=user, agent=agent,
+                             dry_run=dry_run)
 
     def get(self, memory_id: str) -> dict:
         rows = list(self.sql.rows("SELECT * FROM memories WHERE id=?", (memory_id,)))
@@ -199,30 +231,49 @@ class Memory:
                              (*args, int(limit), int(offset)))
         return [_memory_out(r) for r in rows]
 
-    def recall(self, query: str | bytes, *, k: int = 10, user: str | None = None,
+    def recall(self, query: str | bytes, *, k: int | None = None, user: str | None = None,
                agent: str | None = None, types: Iterable[str] = (), since: str | int | None = None,
-               until: str | int | None = None) -> list[dict]:
-        """The k memories that best answer ``query``, best first."""
+               until: str | int | None = None, now: str | int | None = None,
+               as_of: str | int | None = None) -> list[dict]:
+        """The memories that best answer ``query``, best first (see brandmind/recall.py).
+
+        Without ``agent``: the user's memories of every scope, ``k`` (default 10) of them.
+        With ``agent``: that agent's own memories and the user's global ones, ranked
+        apart and merged: ``recall_agent_k`` + ``recall_global_k`` of them (config, 5 + 3),
+        or ``k`` split in that ratio, one scope filling in when the other runs short.
+        Only currently true memories, or those true ``as_of`` a date.  Time words in the
+        query ("last Tuesday") are read relative to ``now`` (default: the clock)."""
+        from .recall import Query, Weights
+        from .timewords import find_windows
+
         query = validate.text(query, what="query")
-        k_in = k
-        try:  # whole numbers only (a batch line may carry "k": "abc", 2.5 or true)
-            k = operator.index(k) if not isinstance(k, bool) else None
-        except TypeError:
-            k = None
-        if k is None or not 1 <= k <= 1000:
-            raise UsageError(f"k must be a whole number from 1 to 1000, got {k_in!r}", hint="e.g. -k 10")
+        if k is not None:
+            k_in = k
+            try:  # whole numbers only (a batch line may carry "k": "abc", 2.5 or true)
+                k = operator.index(k) if not isinstance(k, bool) else None
+            except TypeError:
+                k = None
+            if k is None or not 1 <= k <= 1000:
+                raise UsageError(f"k must be a whole number from 1 to 1000, got {k_in!r}", hint="e.g. -k 10")
+        now_ms = parse_time(now, field="now") if now is not None else now_millis()
         filters = Filters(
             user=self._user(user),
             agent=validate.name(agent, what="agent") if agent is not None else None,
             types=tuple(validate.memory_type(t) for t in types),
-            since=parse_time(since, field="since"), until=parse_time(until, field="until"))
+            since=parse_time(since, field="since"), until=parse_time(until, field="until"),
+            now=now_ms, as_of=parse_time(as_of, field="as_of") if as_of is not None else None)
         qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
         if qvec.shape != (self.sql.dim,):
             from .errors import ModelMismatch
 
             raise ModelMismatch(f"query vector is {qvec.shape[-1]}-d, the store's are {self.sql.dim}-d",
                                 hint="run `bm reindex`")
-        hits = self.searcher.search(query, qvec, filters, int(k))
+        base = Query(query, qvec, filters, k or 10, Weights.from_config(self.config),
+                     tuple(find_windows(query, now_ms)), now_ms)
+        if filters.agent is None:
+            hits = self.searcher.search(base)
+        else:
+            hits = self._recall_scopes(base, k)
         if not hits:
             return []
         by_rowid = {r["rowid"]: r for r in self.sql.rows(
@@ -239,10 +290,27 @@ class Memory:
             out.append(item)
         return out
 
+    def _recall_scopes(self, base: Any, k: int | None) -> list[dict]:
+        """The agent's own top memories and the user's global ones, merged by score."""
+        from dataclasses import replace
+
+        a_k, g_k = self.config.recall_agent_k, self.config.recall_global_k
+        if k is not None:
+            a_k = min(k, round(k * a_k / (a_k + g_k))) if a_k + g_k else k
+            g_k = k - a_k
+        total = a_k + g_k
+        f = base.filters
+        own = self.searcher.search(replace(base, k=total, filters=replace(f, scope="agent")))
+        shared = self.searcher.search(replace(base, k=total, filters=replace(f, scope="global")))
+        take_a = min(len(own), a_k + max(0, g_k - len(shared)))
+        take_g = min(len(shared), total - take_a)
+        merged = own[:take_a] + shared[:take_g]
+        return sorted(merged, key=lambda h: (-h["score"], h["rowid"]))
+
     def recall_batch(self, queries: Iterable[dict], *, user: str | None = None,
-                     agent: str | None = None) -> Iterator[dict]:
-        """For each ``{"query", "k"?, "id"?, "user"?, "agent"?, "type"?, "since"?, "until"?}``,
-        ``{"id", "results"}`` (or ``{"id", "error"}`` for that query alone)."""
+                     agent: str | None = None, now: str | int | None = None) -> Iterator[dict]:
+        """For each ``{"query", "k"?, "id"?, "user"?, "agent"?, "type"?, "since"?, "until"?,
+        "now"?, "as_of"?}``, ``{"id", "results"}`` (or ``{"id", "error"}`` for that query alone)."""
         for n, q in enumerate(queries, 1):
             qid = q.get("id", n) if isinstance(q, dict) else n
             try:
@@ -253,13 +321,46 @@ class Memory:
                 if not isinstance(types, (str, list, tuple)):
                     raise InvalidInput('"type" is a memory type or a list of them',
                                        hint='e.g. "type": "fact" or "type": ["fact", "decision"]')
-                results = self.recall(q["query"], k=10 if q.get("k") is None else q["k"], user=q.get("user", user),
+                results = self.recall(q["query"], k=q.get("k"), user=q.get("user", user),
                                       agent=q.get("agent", agent),
                                       types=[types] if isinstance(types, str) else types,
-                                      since=q.get("since"), until=q.get("until"))
+                                      since=q.get("since"), until=q.get("until"),
+                                      now=q.get("now", now), as_of=q.get("as_of"))
                 yield {"id": qid, "results": results}
             except BMError as exc:
                 yield {"id": qid, "error": exc.message, "hint": exc.hint}
+
+    # -- context for an agent, consolidation (brandmind/context.py, brandmind/consolidate.py) --
+    def context(self, query: str | bytes, *, budget: int = 2000, user: str | None = None,
+                agent: str | None = None, now: str | int | None = None,
+                as_of: str | int | None = None, format: str = "text", recent: int = 20,
+                margin: float = 0.0, thread: str | None = None) -> dict:
+        """The block an agent puts in its prompt, fitted to ``budget`` tokens: core memory
+        blocks (when the store has them), the memories recall finds for ``query``, and the
+        last ``recent`` beads of the user's thread (up to ``now`` / ``as_of`` if given).
+
+        Returns ``{"text", "tokens", "budget", "margin", "limit", "format", "tokenizer",
+        "sections": {"core", "memories", "recent"}, "dropped": {...}}``; ``tokens`` is the
+        count of ``text`` itself (brandmind/tokens.py: the embedded model's WordPiece
+        tokenizer), never above ``budget * (1 - margin)``.  ``format="json"``: ``text`` is
+        the sections as compact JSON.  See brandmind/context.py for how the set is chosen.
+        """
+        from .context import build_context
+
+        return build_context(self, query, budget=budget, user=user, agent=agent, now=now,
+                             as_of=as_of, format=format, recent=recent, margin=margin, thread=thread)
+
+    def consolidate(self, *, user: str | None = None, threshold: float = 0.92, dry_run: bool = False,
+                    include_turns: bool = False) -> dict:
+        """Merge near-duplicate current memories of ``user`` (same scope and type, cosine
+        >= ``threshold`` plus a text check) into their oldest member with ``memory.merge``
+        ops; raw turns are left alone unless ``include_turns``.  Returns ``{"user",
+        "threshold", "dry_run", "groups": [{"kept", "merged", "texts"}], "merged"}``;
+        ``dry_run`` stores nothing.  See brandmind/consolidate.py."""
+        from .consolidate import consolidate
+
+        return consolidate(self, user=user, threshold=threshold, dry_run=dry_run,
+                           include_turns=include_turns)
 
     # -- forgetting -----------------------------------------------------------
     def forget(self, memory_id: str) -> dict:
@@ -306,7 +407,7 @@ class Memory:
         fts = keyword_query(query, op="AND")
         if fts is None:
             return []
-        f = Filters(user=self._user(user), agent=agent)
+        f = Filters(user=self._user(user), agent=agent, everything=True)
         where, args = f.sql("m")
         rows = self.sql.rows(
             f"SELECT m.* FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid "
@@ -390,18 +491,34 @@ class Memory:
 
     # -- ingest -------------------------------------------------------------------
     def ingest(self, lines: Iterable[str | bytes | dict], *, user: str | None = None,
-               skip_bad: bool = False, progress: Callable[[dict], None] | None = None) -> dict:
+               skip_bad: bool = False, progress: Callable[[dict], None] | None = None,
+               extract: bool = False, dry_run: bool = False, agent: str | None = None) -> dict:
         """Store each JSONL message as a bead plus a raw-turn memory indexed for recall.
 
         Messages seen before (by id, else by thread+ts+speaker+content) are not stored
         again.  A bad line stops the ingest with its line number, after committing the
         lines before it (``skip_bad`` reports it and goes on).  Every batch is one
         op-log transaction and one SQLite transaction: nothing is ever half-stored.
+
+        ``extract``: once the messages are stored, extract atomic facts from them (config
+        ``extractor``) and store those with reconciliation; the report gains ``facts``
+        ({"added", "confirmed", "updated", "contradicted"}), ``llm`` ({"calls", "tokens",
+        "capped"}) and ``extract`` (the rest, see brandmind/extract/run.py).  If the
+        extractor fails (e.g. Ollama is down) the messages stay stored and no fact is.
+        ``dry_run`` stores nothing and calls no LLM: it reports what would be ingested and,
+        with ``extract``, the estimated LLM calls and tokens (rules: the facts found).
         """
         from .ingest import message_from_obj
 
         user = self._user(user)
-        report = {"ingested": 0, "duplicates": 0, "bad": [], "lines": 0}
+        agent = validate.name(agent, what="agent") if agent is not None else None
+        if dry_run:
+            from .extract.run import dry_run_ingest
+
+            return dry_run_ingest(self, lines, user=user, skip_bad=skip_bad, extract=extract)
+        report: dict[str, Any] = {"ingested": 0, "duplicates": 0, "bad": [], "lines": 0}
+        if extract:  # the bead ids of the messages stored (and found stored) by this ingest
+            report["_beads"], report["_fresh"] = [], []
         batch: list[dict] = []
         for lineno, line in enumerate(lines, 1):
             report["lines"] = lineno
@@ -428,6 +545,10 @@ class Memory:
         self._ingest_batch(batch, user, report)
         if progress:
             progress(report)
+        if extract:
+            from .extract.run import extract_after_ingest
+
+            extract_after_ingest(self, report, user=user, agent=agent)
         return report
 
     def _ingest_batch(self, batch: list[dict], user: str, report: dict) -> None:
@@ -439,8 +560,11 @@ class Memory:
         with self.log.read() as txn:
             for msg in batch:
                 key = message_key(user, msg)
-                if key in keys or txn.get(key.encode(), db=self.log.db["bead_keys"]):
+                known = txn.get(key.encode(), db=self.log.db["bead_keys"])
+                if key in keys or known:
                     report["duplicates"] += 1
+                    if known and "_beads" in report:
+                        report["_beads"].append(bytes(known).decode())
                     continue
                 keys.add(key)
                 fresh.append((key, msg))
@@ -452,11 +576,14 @@ class Memory:
             texts.append(f"{msg['speaker']}: {body}" if msg["speaker"] else body)
         vecs = self._embed_docs(texts)
         now = now_millis()
+        episodes: dict[str, tuple[int, str]] = {}
         with self.log.write() as t:
             stored = 0
             for (key, msg), text, vec in zip(fresh, texts, vecs):
                 if t.bead_for_key(key):  # another process stored it meanwhile
                     report["duplicates"] += 1
+                    if "_beads" in report:
+                        report["_beads"].append(t.bead_for_key(key))
                     continue
                 ts = msg["ts"] if msg["ts"] is not None else now
                 bead = self._bead_payload(
@@ -465,7 +592,8 @@ class Memory:
                     spans=None, meta=msg["meta"], key=key)
                 op = t.append("bead.add", {"bead": bead})
                 apply_log_side(t, op)
-                meta = {"kind": "turn", "role": msg["role"], "thread": bead["thread"]}
+                meta = {"kind": "turn", "role": msg["role"], "thread": bead["thread"],
+                        "episode": self._episode(user, bead["thread"], ts, episodes)}
                 if msg["speaker"]:
                     meta["speaker"] = msg["speaker"]
                 if len(msg["content"]) > limit:
@@ -478,8 +606,25 @@ class Memory:
                 })
                 t.cache_vector(self.sql.model, text, vec.tobytes())
                 stored += 1
+                if "_beads" in report:
+                    report["_beads"].append(bead["id"])
+                    report["_fresh"].append(bead["id"])
         self._catch_up()
         report["ingested"] += stored
+
+    def _episode(self, user: str, thread: str, ts: int, last: dict[str, tuple[int, str]]) -> str:
+        """The episode a turn belongs to: that of the turn before it in the thread when the
+        pause since is at most ``episode_gap_minutes``, else a new one named by its start.
+        ``last`` carries the previous turn of each thread through an ingest."""
+        prev = last.get(thread)
+        if prev is None or ts < prev[0]:
+            row = self.sql.conn.execute(
+                "SELECT created_at, episode FROM memories WHERE user_id = ? AND thread = ? AND created_at <= ? "
+                "ORDER BY created_at DESC, rowid DESC LIMIT 1", (user, thread, ts)).fetchone()
+            prev = (row[0], row[1]) if row and row[1] else None
+        episode = prev[1] if prev and ts - prev[0] <= self.config.episode_gap_minutes * 60_000 else iso(ts)
+        last[thread] = (ts, episode)
+        return episode
 
     # -- knowledge graph --------------------------------------------------------
     def kg_add_node(self, name: str, *, type: str = "entity", user: str | None = None,
@@ -534,6 +679,335 @@ class Memory:
             t.append("kg.edge", payload)
         self._catch_up()
         return _edge_out(next(self.sql.rows("SELECT * FROM kg_edges WHERE id=?", (payload["id"],))))
+
+    # -- facts: bi-temporal facts, reconciliation, typed links, neighbours (brandmind/facts.py) --
+    def add_fact(self, fact: Any, *, user: str | None = None, agent: str | None = None,
+                 ts: str | int | None = None, sources: Iterable[str] = (), arbiter: Any = None,
+                 source: str = "fact") -> dict:
+        """Store one structured fact ``{subject, predicate, object, ...}`` (a dict, a
+        ``brandmind.extract.Fact`` or a ``facts.FactInput``), reconciled with the user's
+        current facts (rules in brandmind/facts.py), and its graph: subject and object nodes
+        (an existing node of the user with the same normalised name and type is reused), the
+        edge subject -predicate-> object with the fact's validity and the memory as evidence,
+        and the mentions node <-> memory.
+
+        Returns ``{"action": "added"|"confirmed"|"updated"|"contradicted", "id", "memory",
+        "retired": [ids], "verdicts": [{"id", "verdict"}], "arbiter"}``; on ``confirmed``,
+        ``memory`` is the existing fact (no new row).  ``user``/``agent``/``ts`` apply when
+        the fact does not carry its own; ``sources`` are bead ids added to its provenance."""
+        return self.add_facts([fact], user=user, agent=agent, ts=ts, sources=sources,
+                              arbiter=arbiter, source=source)[0]
+
+    def add_facts(self, facts: Iterable[Any], *, user: str | None = None, agent: str | None = None,
+                  ts: str | int | None = None, sources: Iterable[str] = (), arbiter: Any = None,
+                  source: str = "fact") -> list[dict]:
+        """:meth:`add_fact` for many facts, in order: a later fact is reconciled with the
+        earlier ones.  Every fact is validated before anything is stored, and the whole
+        batch is one op-log transaction (all or nothing)."""
+        from dataclasses import replace
+
+        from . import facts as F
+
+        items = []
+        facts = list(facts)
+        default_ts = parse_time(ts, field="ts")
+        extra = [validate.name(s, what="source bead id") for s in sources]
+        for n, raw in enumerate(facts, 1):
+            try:
+                item = F.coerce_fact(raw, max_chars=self.config.max_memory_chars)
+            except InvalidInput as exc:
+                if len(facts) > 1:
+                    exc.message = f"fact {n}: {exc.message}"
+                raise
+            items.append(replace(
+                item, user=self._user(item.user if item.user is not None else user),
+                agent=item.agent if item.agent is not None else (
+                    validate.name(agent, what="agent") if agent is not None else None),
+                ts=item.ts if item.ts is not None else default_ts,
+                sources=list(dict.fromkeys([*item.sources, *extra]))))
+        if not items:
+            return []
+        arbiter = arbiter if arbiter is not None else F.default_arbiter(self.config)
+        now = now_millis()
+        vectors: dict[str, bytes] = {}
+        missing = []
+        for item in items:
+            if item.text not in vectors:
+                raw_vec = self.log.cached_vector(self.sql.model, item.text)
+                if raw_vec is not None and len(raw_vec) == 4 * self.sql.dim:
+                    vectors[item.text] = raw_vec
+                else:
+                    vectors[item.text] = b""
+                    missing.append(item.text)
+        if missing:
+            for text, vec in zip(missing, self._embed_docs(missing)):
+                vectors[text] = vec.tobytes()
+        F._ensure_norm_function(self.sql)
+        self._catch_up()
+        ops: list[tuple[str, dict]] = []
+        node_ids: dict[str, dict[tuple[str, str], str]] = {}  # user -> (type, norm name) -> node id
+        results: list[dict] = []
+
+        def node_for(u: str, name: str, type_: str) -> str:
+            if u not in node_ids:  # the user's nodes, read once per batch
+                node_ids[u] = {}
+                for node_id, node_type, node_name in self.sql.conn.execute(
+                        "SELECT id, type, name FROM kg_nodes WHERE user_id=? ORDER BY created_at DESC, id DESC", (u,)):
+                    node_ids[u][(node_type, F.norm(node_name))] = node_id  # the oldest wins
+            key = (type_, F.norm(name))
+            if key not in node_ids[u]:
+                node_ids[u][key] = new_id("n")
+                ops.append(("kg.node", {"id": node_ids[u][key], "user": u, "type": type_, "name": name,
+                                        "labels": [], "meta": {}, "ts": now}))
+            return node_ids[u][key]
+
+        def link(u: str, src: str, dst: str, verdict: str) -> None:
+            ops.append(("kg.edge", {"id": new_id("e"), "src": src, "dst": dst, "predicate": "contradicts",
+                                    "weight": 1.0, "evidence": [], "meta": {"verdict": verdict},
+                                    "ts": now, "user": u}))
+
+        # Each fact's ops are applied to the index at once, inside one transaction that is then
+        # rolled back: reconciliation reads everything before it, the batch is one op-log
+        # transaction, and the index is brought up to date from the log as always.
+        c = self.sql.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            for item in items:
+                u, first = item.user, len(ops)
+                vec = np.frombuffer(vectors[item.text], dtype=np.float32)
+                d = F.reconcile(self.sql, item, u, item.agent, lambda _text, v=vec: v, arbiter=arbiter, now=now)
+                item_ts = item.ts if item.ts is not None else now
+                provenance = [{"bead": b} for b in item.sources]
+                result = {"action": d.action, "retired": [], "arbiter": d.arbiter,
+                          "verdicts": [{"id": cid, "verdict": v} for cid, v in d.verdicts]}
+                if d.action == "confirmed":
+                    ops.append(("memory.confirm", {"id": d.confirm, "user": u, "ts": item_ts,
+                                                   "provenance": provenance}))
+                    result["id"] = d.confirm
+                else:
+                    mid = new_id("m")
+                    meta = {**item.meta, "confidence": item.confidence}
+                    if item.negated:
+                        meta["negated"] = True
+                    ops.append(("memory.add", {
+                        "id": mid, "text": item.text, "type": item.type, "user": u, "agent": item.agent,
+                        "importance": item.importance, "meta": meta, "source": source,
+                        "provenance": provenance, "valid_from": d.valid_from, "valid_to": d.valid_to,
+                        "ts": item_ts, "subject": item.subject, "predicate": item.predicate,
+                        "object": item.object}))
+                    s_node = node_for(u, item.subject, item.subject_type)
+                    o_node = node_for(u, item.object, item.object_type)
+                    edge_id = None
+                    if not item.negated:  # "no longer likes X" is no edge likes X
+                        edge_id = new_id("e")
+                        ops.append(("kg.edge", {
+                            "id": edge_id, "src": s_node, "dst": o_node, "predicate": item.predicate,
+                            "weight": item.confidence, "evidence": [mid], "meta": {}, "ts": now,
+                            "valid_from": d.valid_from, "valid_to": d.valid_to, "user": u}))
+                    for node in dict.fromkeys((s_node, o_node)):
+                        ops.append(("kg.mention", {"node": node, "memory": mid}))
+                    for old, verdict, valid_to in d.retire:
+                        ops.append(("memory.retire", {"id": old, "user": u, "retired_at": now,
+                                                      "valid_to": valid_to, "by": mid, "reason": verdict}))
+                        for (edge,) in c.execute("SELECT id FROM kg_edges WHERE evidence=? AND retired_at IS NULL",
+                                                 (json.dumps([old]),)).fetchall():
+                            ops.append(("kg.edge.retire", {"id": edge, "retired_at": now, "valid_to": valid_to}))
+                        link(u, mid, old, verdict)
+                        result["retired"].append(old)
+                    if d.superseded_by:  # the new fact is an older version of a current one
+                        ops.append(("memory.retire", {"id": mid, "user": u, "retired_at": now,
+                                                      "valid_to": d.valid_to, "by": d.superseded_by,
+                                                      "reason": "older version"}))
+                        if edge_id:
+                            ops.append(("kg.edge.retire", {"id": edge_id, "retired_at": now,
+                                                           "valid_to": d.valid_to}))
+                        link(u, d.superseded_by, mid, "older version")
+                        result["retired"].append(mid)
+                    result["id"] = mid
+                results.append(result)
+                for n, (kind, payload) in enumerate(ops[first:], first):
+                    apply_sql_side(self.sql, {"id": f"pending:{n}", "hlc": [now, n, "pending"], "kind": kind,
+                                              "payload": payload}, lambda text: vectors[text])
+        finally:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+        with self.log.write() as t:
+            for kind, payload in ops:
+                t.append(kind, payload)
+                if kind == "memory.add":
+                    t.cache_vector(self.sql.model, payload["text"], vectors[payload["text"]])
+        self._catch_up()
+        for result in results:
+            result["memory"] = self.get(result["id"])
+        return results
+
+    def history(self, memory_id: str) -> list[dict]:
+        """The versions of a fact, oldest first (by world time, then system time): the
+        user's facts with the same subject and predicate (for multi-valued predicates:
+        also the same object, or the antonym predicate with it), those it superseded or was
+        superseded by, and those linked to it by ``contradicts``, followed transitively.
+        Each is a memory (valid_from/valid_to, recorded_at/retired_at, confirmations,
+        superseded_by) plus ``status`` (current | ended | retired) and ``reason``."""
+        from . import facts as F
+
+        self.get(memory_id)
+        F._ensure_norm_function(self.sql)
+        rows: dict[str, dict] = {}
+        todo = [memory_id]
+        while todo:
+            mid = todo.pop()
+            if mid in rows:
+                continue
+            found = list(self.sql.rows("SELECT * FROM memories WHERE id=?", (mid,)))
+            if not found:
+                continue
+            row = rows[mid] = found[0]
+            related = [r[0] for r in self.sql.conn.execute(
+                "SELECT id FROM memories WHERE superseded_by=? AND user_id=?", (mid, row["user_id"]))]
+            related += [r[0] for r in self.sql.conn.execute(
+                "SELECT CASE WHEN src=? THEN dst ELSE src END FROM kg_edges "
+                "WHERE predicate='contradicts' AND (src=? OR dst=?)", (mid, mid, mid))]
+            if row["superseded_by"]:
+                related.append(row["superseded_by"])
+            if row["subject"] is not None:
+                if row["predicate"] in F.FUNCTIONAL:
+                    same = ("predicate = ?", (row["predicate"],))
+                else:
+                    preds = [p for p in (row["predicate"], F.ANTONYMS.get(row["predicate"])) if p]
+                    same = (f"predicate IN ({','.join('?' * len(preds))}) AND bm_norm(object) = ?",
+                            (*preds, F.norm(row["object"])))
+                related += [r[0] for r in self.sql.conn.execute(
+                    f"SELECT id FROM memories WHERE user_id=? AND subject IS NOT NULL AND bm_norm(subject)=? "
+                    f"AND {same[0]}", (row["user_id"], F.norm(row["subject"]), *same[1]))]
+            todo.extend(r for r in related if r and r.startswith("m_") and r not in rows)
+        owner = rows[memory_id]["user_id"]
+        now = now_millis()
+        out = []
+        for row in sorted((r for r in rows.values() if r["user_id"] == owner),
+                          key=lambda r: (r["valid_from"] if r["valid_from"] is not None else r["created_at"],
+                                         r["recorded_at"] or 0, r["id"])):
+            item = _memory_out(row)
+            item["status"] = ("retired" if row["retired_at"] is not None else
+                              "ended" if row["valid_to"] is not None and row["valid_to"] <= now else "current")
+            item["reason"] = item["meta"].get("retired_reason")
+            out.append(item)
+        return out
+
+    def link(self, src_id: str, dst_id: str, type: str, strength: float = 0.5) -> dict:
+        """A typed link between two memories of one user (``facts.LINK_TYPES``: extends,
+        contradicts, supports, ...) with a strength from 0 to 1: a kg_edges row between
+        memory ids."""
+        from .facts import LINK_TYPES
+
+        if type not in LINK_TYPES:
+            raise InvalidInput(f"unknown link type {type!r}", hint="use one of: " + ", ".join(LINK_TYPES))
+        try:
+            value = float(strength) if not isinstance(strength, bool) else float("nan")
+        except (TypeError, ValueError):
+            value = float("nan")
+        if not 0.0 <= value <= 1.0:
+            raise InvalidInput(f"strength must be a number from 0 to 1, got {strength!r}",
+                               hint="e.g. --strength 0.8")
+        a, b = self.get(src_id), self.get(dst_id)
+        if src_id == dst_id:
+            raise InvalidInput("a memory cannot be linked to itself", hint="give two different memory ids")
+        if a["user"] != b["user"]:
+            raise InvalidInput(f"{src_id} and {dst_id} belong to different users",
+                               hint="links join memories of one user")
+        payload = {"id": new_id("e"), "src": src_id, "dst": dst_id, "predicate": type, "weight": value,
+                   "evidence": [], "meta": {}, "ts": now_millis(), "user": a["user"]}
+        with self.log.write() as t:
+            t.append("kg.edge", payload)
+        self._catch_up()
+        return _link_out(next(self.sql.rows("SELECT * FROM kg_edges WHERE id=?", (payload["id"],))))
+
+    def neighbors(self, ref: str, radius: int = 1, *, user: str | None = None,
+                  include_retired: bool = False, limit: int = 500) -> dict:
+        """What lies within ``radius`` hops (1-3) of a graph node (id or name) or a memory
+        (id), over graph edges and typed links in both directions and node <-> memory
+        mentions, within the root's user.  Only current edges and memories (not retired,
+        not ended) unless ``include_retired``.  Returns ``{"root", "radius", "nodes":
+        [{id, kind: node|memory, name|text, type, hops}], "edges": [...], "truncated"}``."""
+        if isinstance(radius, bool) or not isinstance(radius, int) or not 1 <= radius <= 3:
+            raise UsageError(f"radius must be 1, 2 or 3, got {radius!r}", hint="e.g. --radius 2")
+        now = now_millis()
+        c = self.sql.conn
+        if ref.startswith("m_"):
+            root_row = next(self.sql.rows("SELECT * FROM memories WHERE id=?", (ref,)), None)
+            if root_row is None:
+                raise NotFound(f"no memory {ref!r}", hint="list ids with `bm memories list`")
+            root = _hop_memory(root_row, 0)
+        else:
+            root = _hop_node(self._find_node(ref, user), 0)
+        owner = root.pop("_user")
+        cur = "" if include_retired else " AND retired_at IS NULL AND (valid_to IS NULL OR valid_to > :now)"
+        seen: dict[str, dict] = {root["id"]: root}
+        edges: dict[tuple, dict] = {}
+        truncated = False
+
+        def visit(other: str, hop: int) -> dict | None:
+            if other in seen:
+                return seen[other]
+            if other.startswith("m_"):
+                row = next(self.sql.rows(f"SELECT * FROM memories WHERE id=:id AND user_id=:u{cur}",
+                                         {"id": other, "u": owner, "now": now}), None)
+                item = _hop_memory(row, hop) if row else None
+            else:
+                row = next(self.sql.rows("SELECT * FROM kg_nodes WHERE id=? AND user_id=?", (other, owner)), None)
+                item = _hop_node(row, hop) if row else None
+            if item is not None:
+                item.pop("_user")
+                seen[other] = item
+            return item
+
+        frontier = [root["id"]]
+        for hop in range(1, radius + 1):
+            nxt = []
+            for here in frontier:
+                links = [(e["src"] if e["dst"] == here else e["dst"], _link_out(e)) for e in self.sql.rows(
+                    f"SELECT * FROM kg_edges WHERE (src=:id OR dst=:id){cur} ORDER BY id", {"id": here, "now": now})]
+                if here.startswith("m_"):
+                    pairs = c.execute("SELECT node_id FROM kg_mentions WHERE memory_id=? ORDER BY node_id", (here,))
+                    links += [(n, {"src": n, "dst": here, "predicate": "mentions"}) for (n,) in pairs]
+                else:
+                    pairs = c.execute("SELECT memory_id FROM kg_mentions WHERE node_id=? ORDER BY memory_id", (here,))
+                    links += [(m, {"src": here, "dst": m, "predicate": "mentions"}) for (m,) in pairs]
+                for other, edge in links:
+                    if other not in seen and len(seen) > limit:
+                        truncated = True
+                        continue
+                    known = other in seen
+                    if visit(other, hop) is None:
+                        continue
+                    edges[(edge.get("id"), edge["src"], edge["dst"], edge["predicate"])] = edge
+                    if not known:
+                        nxt.append(other)
+            frontier = nxt
+        nodes = sorted((v for k, v in seen.items() if k != root["id"]),
+                       key=lambda v: (v["hops"], v["kind"], v["id"]))
+        return {"root": root, "radius": radius, "nodes": nodes,
+                "edges": sorted(edges.values(), key=lambda e: (e["src"], e["dst"], e["predicate"], e.get("id") or "")),
+                "truncated": truncated}
+
+    def _find_node(self, ref: str, user: str | None) -> dict:
+        """A graph node row by id, exact name or normalised name within the user's graph."""
+        from . import facts as F
+
+        rows = list(self.sql.rows("SELECT * FROM kg_nodes WHERE id=?", (ref,)))
+        if not rows:
+            u = self._user(user)
+            rows = list(self.sql.rows("SELECT * FROM kg_nodes WHERE user_id=? AND name=? ORDER BY created_at, id",
+                                      (u, ref)))
+            if not rows:
+                F._ensure_norm_function(self.sql)
+                rows = list(self.sql.rows("SELECT * FROM kg_nodes WHERE user_id=? AND bm_norm(name)=? "
+                                          "ORDER BY created_at, id", (u, F.norm(ref))))
+        if not rows:
+            raise NotFound(f"no graph node or memory {ref!r}",
+                           hint="give a node id or name (`bm kg show NAME`) or a memory id")
+        if len(rows) > 1:
+            raise UsageError(f"{len(rows)} nodes are named {ref!r}", hint="refer to the node by its id")
+        return rows[0]
 
     # -- maintenance -------------------------------------------------------------
     def rebuild(self, progress: Progress | None = None) -> dict:
@@ -660,10 +1134,10 @@ def _owned_by(op: dict, user: str, nodes: set[str] = frozenset()) -> bool:
         return False
     if kind == "bead.add":
         return p["bead"].get("user") == user
-    if kind in ("memory.add", "kg.node"):
+    if kind in ("memory.add", "kg.node", "memory.retire", "memory.confirm", "memory.merge"):
         return p.get("user") == user
     if kind == "kg.edge":
-        return p.get("src") in nodes or p.get("dst") in nodes
+        return p.get("user") == user or p.get("src") in nodes or p.get("dst") in nodes
     return kind == "kg.mention" and p.get("node") in nodes
 
 
@@ -673,6 +1147,8 @@ def _redacted(op: dict) -> dict:
         return {"id": p["bead"]["id"], "redacted": True}
     if op["kind"] == "kg.mention":
         return {"node": p["node"], "memory": p["memory"], "redacted": True}
+    if op["kind"] == "memory.merge":
+        return {"into": p["into"], "redacted": True}
     return {"id": p["id"], "redacted": True}
 
 
@@ -686,6 +1162,10 @@ def _memory_out(row: dict) -> dict:
         "updated": iso(row["updated_at"]), "valid_from": iso(row["valid_from"]),
         "valid_to": iso(row["valid_to"]), "source": row["source"],
         "provenance": json.loads(row["provenance"]), "meta": json.loads(row["meta"]),
+        # bi-temporal facts (brandmind/facts.py)
+        "recorded_at": iso(row.get("recorded_at")), "retired_at": iso(row.get("retired_at")),
+        "subject": row.get("subject"), "predicate": row.get("predicate"), "object": row.get("object"),
+        "superseded_by": row.get("superseded_by"), "confirmations": row.get("confirmations") or 0,
     }
 
 
@@ -699,3 +1179,19 @@ def _edge_out(row: dict) -> dict:
     return {"id": row["id"], "src": row["src"], "dst": row["dst"], "predicate": row["predicate"],
             "weight": row["weight"], "evidence": json.loads(row["evidence"]),
             "meta": json.loads(row["meta"]), "created": iso(row["created_at"])}
+
+
+def _link_out(row: dict) -> dict:
+    """An edge or typed link with its world and system times."""
+    return {**_edge_out(row), "valid_from": iso(row.get("valid_from")), "valid_to": iso(row.get("valid_to")),
+            "recorded_at": iso(row.get("recorded_at")), "retired_at": iso(row.get("retired_at"))}
+
+
+def _hop_node(row: dict, hops: int) -> dict:
+    return {"id": row["id"], "kind": "node", "name": row["name"], "type": row["type"], "hops": hops,
+            "_user": row["user_id"]}
+
+
+def _hop_memory(row: dict, hops: int) -> dict:
+    return {"id": row["id"], "kind": "memory", "text": row["text"], "type": row["type"], "hops": hops,
+            "retired_at": iso(row.get("retired_at")), "_user": row["user_id"]}

@@ -5,18 +5,51 @@ Op kinds and their payloads:
 
 ``bead.add``      {bead}: one bead (see beads.py); LMDB side only
 ``memory.add``    {id, text, type, user, agent, importance, ts, valid_from, valid_to,
-                   source, provenance, meta}; ignored when the id is tombstoned,
-                   or when its user was forgotten at a later HLC
+                   source, provenance, meta, subject?, predicate?, object?, recorded_at?};
+                   ignored when the id is tombstoned, or when its user was forgotten at a
+                   later HLC.  recorded_at (system time) is the op's HLC wall ms unless the
+                   payload carries one (an import keeps the original)
+``memory.retire`` {id, user, retired_at, valid_to|null, by|null, reason}: the fact stopped
+                   being believed (brandmind/facts.py).  Merge: retired_at = min of all
+                   retires (the reason, kept in meta.retired_reason, goes with the earliest;
+                   ties: the smaller reason); valid_to = min(valid_to, given) when given;
+                   superseded_by = min of the non-null ``by`` (ids sort by time: the first
+                   replacement).  All min/set-once, so retires commute.  A missing
+                   (forgotten, not yet arrived) id: no-op
+``memory.confirm`` {id, user, ts, provenance, count?}: a duplicate of the fact was stated
+                   again (count: how many times, default 1; an import restores the total).
+                   Merge: confirmations += count (ops apply once), provenance gets
+                   the entries it does not hold yet (a set union; list order = arrival
+                   order), updated_at = max(updated_at, ts).  A missing id: no-op
+``memory.merge``  {into, ids, ts, user, provenance}: near-duplicates merged into their
+                   oldest member (brandmind/consolidate.py, ``bm consolidate``).  Each of
+                   ``ids`` (other than ``into``) is retired by the memory.retire rule
+                   {retired_at: ts, by: into, reason: "merged"} (min / set-once: commutes
+                   with other retires; an absent id is skipped); ``into``, when present,
+                   gets the payload's provenance (the merged memories', a set union in
+                   arrival order), confirmations += len(ids) (ops apply once) and
+                   updated_at = max(updated_at, ts).  It never reads the merged rows, so
+                   forgetting one later changes nothing on replay.  No text in the payload
 ``memory.forget`` {id}: remove wins; the id is tombstoned, so a late add cannot resurrect it
 ``user.forget``   {user}: every memory, bead and graph node of the user goes
 ``kg.node``       {id, user, type, name, labels, meta, ts}
-``kg.edge``       {id, src, dst, predicate, weight, evidence, meta, ts}
-``kg.mention``    {node, memory}: a node is mentioned by (linked to) a memory
+``kg.edge``       {id, src, dst, predicate, weight, evidence, meta, ts, valid_from?, valid_to?,
+                   user?, recorded_at?}: src/dst are node ids (``n_``) or memory ids (``m_``: a
+                   typed link between notes, weight = strength); recorded_at = the op's HLC
+                   wall ms unless the payload carries one (an import keeps the original).
+                   Insert-once by id; skipped when a memory end is tombstoned (remove wins)
+``kg.edge.retire`` {id, retired_at, valid_to|null}: retired_at = min, valid_to = min when
+                   given (commutes); a missing edge: no-op
+``kg.mention``    {node, memory}: a node is mentioned by (linked to) a memory; skipped when
+                   the memory is tombstoned
 
 ``memory.add`` payloads of forgotten memories are redacted in the log to
 ``{"id": ..., "redacted": true}``, which applies as nothing; so are the
 ``memory.add``, ``bead.add`` and ``kg.node`` payloads of a forgotten user
-(those stamped before the ``user.forget``).
+(those stamped before the ``user.forget``), and their ``memory.retire``,
+``memory.confirm``, ``memory.merge`` and ``kg.edge`` ops (memory.py ``_owned_by``).  Forgetting a
+memory also removes its mentions, its typed links and the graph edges whose only
+evidence it is.
 """
 from __future__ import annotations
 
@@ -62,7 +95,16 @@ def apply_sql_side(sql: SQLStore, op: dict, vector_for: VectorFor) -> None:
             return
         if c.execute("SELECT 1 FROM memories WHERE id=?", (p["id"],)).fetchone():
             return  # applying twice is a no-op
-        sql.insert_memory({**p, "op_id": op["id"]}, vector_for(p["text"]))
+        sql.insert_memory({**p, "op_id": op["id"], "recorded_at": p.get("recorded_at") or int(op["hlc"][0])},
+                          vector_for(p["text"]))
+    elif kind == "memory.retire":
+        _retire_memory(sql, p)
+    elif kind == "memory.confirm":
+        _confirm_memory(sql, p)
+    elif kind == "memory.merge":
+        from .consolidate import apply_merge
+
+        apply_merge(sql, p, _retire_memory)
     elif kind == "memory.forget":
         sql.delete_memory(p["id"])
         c.execute("INSERT OR REPLACE INTO tombstones VALUES(?,?)", (p["id"], hlc_key(op["hlc"])))
@@ -79,12 +121,66 @@ def apply_sql_side(sql: SQLStore, op: dict, vector_for: VectorFor) -> None:
                   (p["id"], p["user"], p["type"], p["name"], json.dumps(p.get("labels", [])),
                    json.dumps(p.get("meta", {}), sort_keys=True), p["ts"]))
     elif kind == "kg.edge":
-        c.execute("INSERT OR IGNORE INTO kg_edges VALUES(?,?,?,?,?,?,?,?)",
+        if any(end.startswith("m_") and _forgotten(sql, end) for end in (p["src"], p["dst"])):
+            return
+        c.execute("INSERT OR IGNORE INTO kg_edges(id, src, dst, predicate, weight, evidence, meta, "
+                  "created_at, valid_from, valid_to, recorded_at) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
                   (p["id"], p["src"], p["dst"], p["predicate"], float(p.get("weight", 1.0)),
                    json.dumps(p.get("evidence", [])), json.dumps(p.get("meta", {}), sort_keys=True),
-                   p["ts"]))
+                   p["ts"], p.get("valid_from"), p.get("valid_to"), p.get("recorded_at") or int(op["hlc"][0])))
+    elif kind == "kg.edge.retire":
+        c.execute("UPDATE kg_edges SET retired_at = min(coalesce(retired_at, :r), :r), "
+                  "valid_to = CASE WHEN :v IS NULL THEN valid_to ELSE min(coalesce(valid_to, :v), :v) END "
+                  "WHERE id = :id", {"r": int(p["retired_at"]), "v": p.get("valid_to"), "id": p["id"]})
     elif kind == "kg.mention":
+        if _forgotten(sql, p["memory"]):
+            return
         c.execute("INSERT OR IGNORE INTO kg_mentions VALUES(?,?)", (p["node"], p["memory"]))
+
+
+def _forgotten(sql: SQLStore, memory_id: str) -> bool:
+    """A tombstoned memory id: links and mentions of it are not (re)created (remove wins)."""
+    return sql.conn.execute("SELECT 1 FROM tombstones WHERE id=?", (memory_id,)).fetchone() is not None
+
+
+def _retire_memory(sql: SQLStore, p: dict) -> None:
+    """``memory.retire``: min/set-once merges, so retires from several replicas commute."""
+    c = sql.conn
+    row = c.execute("SELECT retired_at, valid_to, superseded_by, meta FROM memories WHERE id=?",
+                    (p["id"],)).fetchone()
+    if row is None:
+        return
+    retired_at, valid_to, superseded_by, meta_json = row
+    meta = json.loads(meta_json)
+    new_at, reason = int(p["retired_at"]), p.get("reason") or ""
+    if retired_at is None or (new_at, reason) < (retired_at, meta.get("retired_reason", "")):
+        retired_at = new_at
+        if reason:
+            meta["retired_reason"] = reason
+        else:
+            meta.pop("retired_reason", None)
+    if p.get("valid_to") is not None and (valid_to is None or int(p["valid_to"]) < valid_to):
+        valid_to = int(p["valid_to"])
+    if p.get("by") and (superseded_by is None or p["by"] < superseded_by):
+        superseded_by = p["by"]
+    c.execute("UPDATE memories SET retired_at=?, valid_to=?, superseded_by=?, meta=? WHERE id=?",
+              (retired_at, valid_to, superseded_by, json.dumps(meta, ensure_ascii=False, sort_keys=True),
+               p["id"]))
+
+
+def _confirm_memory(sql: SQLStore, p: dict) -> None:
+    """``memory.confirm``: a counter, a set union of provenance entries, a max of times."""
+    c = sql.conn
+    row = c.execute("SELECT provenance, updated_at FROM memories WHERE id=?", (p["id"],)).fetchone()
+    if row is None:
+        return
+    provenance = json.loads(row[0])
+    for entry in p.get("provenance") or []:
+        if entry not in provenance:
+            provenance.append(entry)
+    c.execute("UPDATE memories SET confirmations = confirmations + ?, provenance=?, updated_at=? WHERE id=?",
+              (int(p.get("count", 1)), json.dumps(provenance, ensure_ascii=False), max(int(row[1]), int(p["ts"])),
+               p["id"]))
 
 
 def _tombstoned(sql: SQLStore, memory_id: str, user: str, hlc: list) -> bool:

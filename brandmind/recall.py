@@ -1,21 +1,39 @@
-"""Finding memories: vector candidates, keyword candidates, one fused ranking.
+"""Finding memories: candidates from every signal, one ranking of the pool, cut to k.
 
-Vectors: the first search in a process asks sqlite-vec for a filtered KNN
-(partitioned by user, metadata columns for agent, type and time), which needs
-no warm-up.  A process that searches again (``recall --batch``, a long-lived
-agent) loads the vectors once into a numpy matrix and scans it exactly, which
-is 4x faster than the flat scan at 100,000 memories; the matrix follows this
-process's own writes incrementally and reloads when another process commits.
+Candidates (over-fetched, ``POOL`` of each):
 
-Keywords: FTS5 with BM25 over the user's words, each quoted, so FTS syntax in a
-query (``"``, ``*``, ``AND (``, ``NEAR``) is searched as text.  Keyword hits add
-candidates, not only boosts.
+* vectors: the first search in a process asks sqlite-vec for a filtered KNN (partitioned
+  by user, metadata columns for agent, type and time), which needs no warm-up; a process
+  that searches again loads the vectors once into a numpy matrix and scans it exactly
+  (4x faster than the flat scan at 100,000 memories), following its own writes
+  incrementally and reloading when another process removes or replaces vectors;
+* keywords: FTS5/BM25 over the query's words, each quoted (FTS syntax in a query is
+  searched as text); words found in over ``COMMON_SHARE`` of memories are skipped;
+  keyword hits add candidates, not only boosts;
+* conversation structure: the turns just before and after each candidate turn in its
+  thread and episode (a run of turns without a long pause, set at ingest);
+* the knowledge graph: memories reached in 1-2 hops from the entities (and typed links)
+  of the best candidates.
 
-Fusion: reciprocal-rank fusion of the two rankings (k=60), then sorted; each
-result says which signal put it there and how strongly.
+Every candidate then gets one score (weights from config, ``weight_*`` keys)::
+
+    base    = vector * cosine + keyword * bm25 / best bm25 + speaker * [turn by the
+              person the query names] + time * [in a time window the query names]
+              + recency * 0.5 ** (age / half-life) + importance * (importance - 0.5)
+              + graph bonus (graph * seed base * edge weights, halved for 2 hops)
+    context = base + neighbor * max(base of the turns before and after)
+    score   = context + episode * max(context in the same episode)
+
+(a memory outside any conversation is its own neighbour and episode, so facts and turns
+compete on the same scale).  The pool is ranked, deduplicated by text, and only then cut
+to k.  Each result carries the signals that put it there and their contributions.
+
+Filters (user, agent scope, types, since/until, currently true or true as of a date) are
+applied in SQL to every candidate, whichever signal brought it.
 """
 from __future__ import annotations
 
+import math
 import re
 import threading
 from dataclasses import dataclass, field
@@ -46,14 +64,25 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 @dataclass
 class Filters:
     user: str
-    agent: str | None = None      # None: every scope of the user; else that agent + global
+    agent: str | None = None      # with scope None: None = every scope of the user, else that agent + global
     types: tuple[str, ...] = ()
     since: int | None = None      # epoch ms, inclusive
     until: int | None = None      # epoch ms, exclusive
+    scope: str | None = None      # "agent": only the agent's own memories; "global": only the user's global ones
+    now: int | None = None        # what "currently true" is relative to (default: the clock)
+    as_of: int | None = None      # world time: what was true then, instead of what is true now
+    everything: bool = False      # retired and ended memories too (what `forget --match` sees)
 
     def sql(self, alias: str = "m") -> tuple[str, list[Any]]:
+        from .facts import current_sql
+
         where, args = [f"{alias}.user_id = ?"], [self.user]
-        if self.agent is not None:
+        if self.scope == "global":
+            where.append(f"{alias}.agent_id IS NULL")
+        elif self.scope == "agent":
+            where.append(f"{alias}.agent_id = ?")
+            args.append(self.agent)
+        elif self.agent is not None:
             where.append(f"({alias}.agent_id = ? OR {alias}.agent_id IS NULL)")
             args.append(self.agent)
         if self.types:
@@ -65,11 +94,21 @@ class Filters:
         if self.until is not None:
             where.append(f"{alias}.created_at < ?")
             args.append(self.until)
+        if not self.everything:
+            frag, fargs = current_sql(alias, self.as_of, now=self.now)
+            where.append(frag)
+            args.extend(fargs)
         return " AND ".join(where), args
 
     def vec_sql(self) -> tuple[str, list[Any]]:
+        """The part of the filters sqlite-vec can apply inside its KNN scan."""
         where, args = ["user_id = ?"], [self.user]
-        if self.agent is not None:
+        if self.scope == "global":
+            where.append("agent_id = ''")
+        elif self.scope == "agent":
+            where.append("agent_id = ?")
+            args.append(self.agent)
+        elif self.agent is not None:
             where.append("agent_id IN (?, '')")
             args.append(self.agent)
         if self.types:
@@ -140,6 +179,17 @@ class VectorMatrix:
         self.max_rowid = int(rowids.max())
         self._user_masks.clear()
 
+    def cosines(self, rowids: list[int], q: np.ndarray) -> dict[int, float]:
+        """Cosines of the given rows (those in the matrix)."""
+        if not rowids or not len(self.rowids):
+            return {}
+        want = np.asarray(rowids, np.int64)
+        pos = np.searchsorted(self.rowids, want)
+        pos = np.minimum(pos, len(self.rowids) - 1)
+        ok = self.rowids[pos] == want
+        sims = np.einsum("ij,j->i", self.vectors[pos[ok]], q)
+        return {int(r): float(x) for r, x in zip(want[ok], sims)}
+
     def _user_mask(self, user: str) -> np.ndarray:
         mask = self._user_masks.get(user)
         if mask is None:
@@ -152,7 +202,11 @@ class VectorMatrix:
         if not len(self.rowids):
             return []
         mask = self._user_mask(f.user).copy()
-        if f.agent is not None:
+        if f.scope == "global":
+            mask &= self.agents == ""
+        elif f.scope == "agent":
+            mask &= self.agents == f.agent
+        elif f.agent is not None:
             mask &= (self.agents == f.agent) | (self.agents == "")
         if f.types:
             mask &= np.isin(self.types, list(f.types))
@@ -180,14 +234,76 @@ class VectorMatrix:
         return [(int(self.rowids[idx[i]]), float(sims[i])) for i in top]
 
 
+POOL = 200             # candidates taken from each of the vector and keyword signals
+GRAPH_SEEDS = 10       # the best candidates whose graph neighbourhood is explored
+GRAPH_HOPS = 2
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class Weights:
+    """How much each signal counts (config keys ``weight_<name>``); see the module doc."""
+
+    vector: float = 1.0
+    keyword: float = 0.4
+    speaker: float = 0.25
+    neighbor: float = 0.3
+    episode: float = 0.5
+    graph: float = 0.3
+    time: float = 0.3
+    recency: float = 0.0
+    importance: float = 0.1
+    half_life_days: float = 30.0
+
+    @classmethod
+    def from_config(cls, config: Any) -> "Weights":
+        values = {f: getattr(config, f"weight_{f}") for f in
+                  ("vector", "keyword", "speaker", "neighbor", "episode", "graph", "time", "recency", "importance")
+                  if hasattr(config, f"weight_{f}")}
+        if hasattr(config, "recency_half_life_days"):
+            values["half_life_days"] = config.recency_half_life_days
+        return cls(**values)
+
+
+@dataclass
+class Query:
+    text: str
+    vector: np.ndarray
+    filters: Filters
+    k: int
+    weights: Weights = field(default_factory=Weights)
+    windows: tuple = ()        # timewords.Window: time ranges the query names
+    now: int = 0
+
+
+@dataclass
+class _Cand:
+    rowid: int
+    row: dict
+    cos: float | None = None
+    bm25: float | None = None
+    graph: dict | None = None
+    prev: int | None = None
+    next: int | None = None
+    base: float = 0.0
+    context: float = 0.0
+    score: float = 0.0
+    signals: dict = field(default_factory=dict)
+
+
+_ROW_COLS = ("m.rowid, m.id, m.text, m.agent_id, m.importance, m.created_at, m.valid_from, "
+             "m.thread, m.episode, m.speaker")
+
+
 class Searcher:
-    """Vector and keyword candidates fused into one ranking; one per open store."""
+    """Candidates from every signal ranked as one pool; one per open store."""
 
     def __init__(self, sql: SQLStore) -> None:
         self.sql = sql
         self.matrix: VectorMatrix | None = None
         self._data_version = None
         self._total: tuple[int, int] | None = None  # (data_version, number of memories)
+        self._speakers: dict[str, tuple[int, list[str]]] = {}
         self._tokenizer: Any = None
         self._generation = -1
         self._searches = 0
@@ -198,6 +314,7 @@ class Searcher:
         self._total = None
         self._stale = True
 
+    # -- vector candidates -------------------------------------------------------
     def _vector_candidates(self, q: np.ndarray, f: Filters, n: int) -> list[tuple[int, float]]:
         self._searches += 1
         version = self.sql.conn.execute("PRAGMA data_version").fetchone()[0]
@@ -226,6 +343,24 @@ class Searcher:
         self._data_version = version
         return self.matrix.search(q, f, n)
 
+    def _cosines(self, rowids: list[int], q: np.ndarray) -> dict[int, float]:
+        """Cosines of candidates another signal brought (their vectors by rowid)."""
+        if not rowids:
+            return {}
+        if self.matrix is not None and not self._stale:
+            out = self.matrix.cosines(rowids, q)
+            rowids = [r for r in rowids if r not in out]
+        else:
+            out = {}
+        if rowids:
+            rows = self.sql.conn.execute(
+                f"SELECT rowid, embedding FROM memories_vec WHERE rowid IN ({','.join('?' * len(rowids))})",
+                rowids).fetchall()
+            for rowid, blob in rows:
+                out[rowid] = float(np.frombuffer(blob, np.float32) @ q)
+        return out
+
+    # -- keyword candidates ------------------------------------------------------
     def _selective_words(self, query: str) -> list[str]:
         """The query's words minus those in more than COMMON_SHARE of all memories.
 
@@ -237,10 +372,7 @@ class Searcher:
         if not words:
             return []
         c = self.sql.conn
-        version = c.execute("PRAGMA data_version").fetchone()[0]
-        if self._total is None or self._total[0] != version:
-            self._total = (version, c.execute("SELECT count(*) FROM memories").fetchone()[0])
-        total = self._total[1]
+        total = self._memory_count()
         if total < COMMON_MIN_DOCS:
             return words
         if self._tokenizer is None:
@@ -255,16 +387,23 @@ class Searcher:
         limit = COMMON_SHARE * total
         return [w for w in words if not stems[w] or min(df.get(t, 0) for t in stems[w]) <= limit]
 
+    def _memory_count(self) -> int:
+        c = self.sql.conn
+        version = c.execute("PRAGMA data_version").fetchone()[0]
+        if self._total is None or self._total[0] != version:
+            self._total = (version, c.execute("SELECT count(*) FROM memories").fetchone()[0])
+        return self._total[1]
+
     def _keyword_candidates(self, query: str, f: Filters, n: int) -> list[tuple[int, float]]:
         match = keyword_query(self._selective_words(query))
         if match is None:
             return []
         where, args = f.sql("m")
         # Rank the keyword hits first and join only the best `pool` of them with
-        # memories for the filters: a common word (a speaker's name) can match a third
-        # of the store, and joining every hit was most of the cost.  If fewer than n of
-        # those pass the filters (other users' memories), rank every hit as before.
-        # Both orders are total (score, rowid), so the answer is the same.
+        # memories for the filters: a common word can match a third of the store, and
+        # joining every hit was most of the cost.  If fewer than n of those pass the
+        # filters (other users' memories), rank every hit.  Both orders are total
+        # (score, rowid), so the answer is the same.
         pool = 4 * n
         rows = self.sql.conn.execute(
             f"SELECT m.rowid, h.s FROM (SELECT rowid, bm25(memories_fts) AS s FROM memories_fts "
@@ -310,19 +449,219 @@ class Searcher:
             raise box["error"]
         return vec, box["kw"]
 
-    def search(self, query: str, qvec: np.ndarray, f: Filters, k: int) -> list[dict]:
-        pool = max(50, 4 * k)
+    # -- rows, structure, graph --------------------------------------------------
+    def _rows(self, rowids: Any, f: Filters) -> dict[int, dict]:
+        """The candidates that pass every filter, with the columns ranking needs."""
+        rowids = list(rowids)
+        if not rowids:
+            return {}
+        where, args = f.sql("m")
+        out: dict[int, dict] = {}
+        for i in range(0, len(rowids), 900):
+            chunk = rowids[i:i + 900]
+            for row in self.sql.rows(f"SELECT {_ROW_COLS} FROM memories m WHERE m.rowid IN "
+                                     f"({','.join('?' * len(chunk))}) AND {where}", (*chunk, *args)):
+                out[row["rowid"]] = row
+        return out
+
+    def _neighbours(self, cands: dict[int, _Cand], f: Filters) -> None:
+        """Link each candidate turn to the turns before and after it in its episode,
+        adding those turns to the pool."""
+        turns = [c.rowid for c in cands.values() if c.row["thread"] is not None and c.prev is None]
+        if not turns:
+            return
+        pairs: dict[int, tuple[int | None, int | None]] = {}
+        for i in range(0, len(turns), 400):
+            chunk = turns[i:i + 400]
+            rows = self.sql.conn.execute(
+                "SELECT m.rowid, "
+                "(SELECT p.rowid FROM memories p WHERE p.user_id = m.user_id AND p.thread = m.thread "
+                " AND p.episode = m.episode AND (p.created_at, p.rowid) < (m.created_at, m.rowid) "
+                " ORDER BY p.created_at DESC, p.rowid DESC LIMIT 1), "
+                "(SELECT n.rowid FROM memories n WHERE n.user_id = m.user_id AND n.thread = m.thread "
+                " AND n.episode = m.episode AND (n.created_at, n.rowid) > (m.created_at, m.rowid) "
+                " ORDER BY n.created_at, n.rowid LIMIT 1) "
+                f"FROM memories m WHERE m.rowid IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+            pairs.update({r[0]: (r[1], r[2]) for r in rows})
+        wanted = {x for p in pairs.values() for x in p if x is not None and x not in cands}
+        for rowid, row in self._rows(wanted, f).items():
+            cands[rowid] = _Cand(rowid, row)
+        for rowid, (prev, nxt) in pairs.items():
+            c = cands[rowid]
+            c.prev = prev if prev in cands else None
+            c.next = nxt if nxt in cands else None
+
+    def _graph(self, seeds: list[_Cand], w: Weights) -> dict[str, tuple[float, dict]]:
+        """Memories near the seeds in the graph: memory id -> (bonus, how it was reached).
+
+        From a seed memory: the entities it mentions, then up to GRAPH_HOPS edges (typed
+        node edges, typed links between memories; current ones, `contradicts` excluded),
+        then the memories mentioning the entities reached.  A path's strength is the
+        product of its edge weights, times 1 / log2(2 + memories mentioning the entity)
+        for the entity it ends at (a hub such as the user says little), halved per hop."""
+        c = self.sql.conn
+        found: dict[str, tuple[float, dict]] = {}
+        degree: dict[str, int] = {}
+
+        def mentions(node: str) -> list[str]:
+            ids = [r[0] for r in c.execute(
+                "SELECT memory_id FROM kg_mentions WHERE node_id = ? LIMIT 200", (node,))]
+            degree[node] = len(ids)
+            return ids
+
+        for seed in seeds:
+            if seed.base <= 0:
+                continue
+            start = seed.row["id"]
+
+            def record(mid: str, strength: float, hops: int, via: str) -> None:
+                if mid == start:
+                    return
+                bonus = w.graph * seed.base * strength * 0.5 ** hops
+                if bonus > found.get(mid, (0.0, {}))[0]:
+                    found[mid] = (bonus, {"from": start, "via": via, "hops": hops})
+
+            frontier: dict[str, float] = {start: 1.0}
+            for (node,) in c.execute("SELECT node_id FROM kg_mentions WHERE memory_id = ?", (start,)).fetchall():
+                frontier[node] = 1.0
+                for mid in mentions(node):
+                    record(mid, 1.0 / math.log2(2 + degree[node]), 0, node)
+            seen = set(frontier)
+            for hop in range(1, GRAPH_HOPS + 1):
+                reached: dict[str, tuple[float, str]] = {}
+                for item, strength in frontier.items():
+                    for a, b, weight, pred in c.execute(
+                            "SELECT src, dst, weight, predicate FROM kg_edges WHERE (src = ? OR dst = ?) "
+                            "AND retired_at IS NULL AND predicate != 'contradicts' LIMIT 100", (item, item)):
+                        other = b if a == item else a
+                        s = strength * max(0.0, min(1.0, float(weight)))
+                        if other not in seen and s > reached.get(other, (0.0, ""))[0]:
+                            reached[other] = (s, pred)
+                for other, (s, pred) in reached.items():
+                    if other.startswith("m_"):
+                        record(other, s, hop, pred)
+                    else:
+                        for mid in mentions(other):
+                            record(mid, s / math.log2(2 + degree[other]), hop, f"{pred} {other}")
+                seen.update(reached)
+                frontier = {k: v[0] for k, v in reached.items()}
+                if not frontier:
+                    break
+        return found
+
+    def _speakers_named(self, text: str, user: str) -> list[str]:
+        """The speakers of the user's conversations that the query names (whole words)."""
+        version = self.sql.conn.execute("PRAGMA data_version").fetchone()[0]
+        cached = self._speakers.get(user)
+        if cached is None or cached[0] != version:
+            names = [r[0] for r in self.sql.conn.execute(
+                "SELECT DISTINCT speaker FROM memories WHERE user_id = ? AND speaker IS NOT NULL", (user,))]
+            if len(self._speakers) > 64:
+                self._speakers.clear()
+            cached = self._speakers[user] = (version, names)
+        low = text.lower()
+        return [s for s in cached[1] if re.search(r"(?<!\w)" + re.escape(s.lower()) + r"(?!\w)", low)]
+
+    # -- the ranking ---------------------------------------------------------------
+    def search(self, q: Query) -> list[dict]:
+        f, w = q.filters, q.weights
+        n = max(POOL, 4 * q.k)
         if self._matrix_ready():
-            vec, kw = self._both_concurrently(query, qvec, f, pool)
+            vec, kw = self._both_concurrently(q.text, q.vector, f, n)
         else:
-            vec = self._vector_candidates(qvec, f, pool)
-            kw = self._keyword_candidates(query, f, pool)
-        fused: dict[int, dict] = {}
-        for name, ranked in (("vector", vec), ("keyword", kw)):
-            for rank, (rowid, raw) in enumerate(ranked, 1):
-                entry = fused.setdefault(rowid, {"score": 0.0, "signals": {}})
-                part = 1.0 / (RRF_K + rank)
-                entry["score"] += part
-                entry["signals"][name] = {"rank": rank, "raw": round(raw, 4), "rrf": round(part, 5)}
-        best = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], kv[0]))[:k]
-        return [{"rowid": rowid, **entry} for rowid, entry in best]
+            vec = self._vector_candidates(q.vector, f, n)
+            kw = self._keyword_candidates(q.text, f, n)
+        cos, bm = dict(vec), dict(kw)
+        vec_rank = {r: i for i, (r, _) in enumerate(vec, 1)}
+        kw_rank = {r: i for i, (r, _) in enumerate(kw, 1)}
+        rows = self._rows(set(cos) | set(bm), f)
+        cands = {r: _Cand(r, row, cos.get(r), bm.get(r)) for r, row in rows.items()}
+        if not cands:
+            return []
+        self._neighbours(cands, f)
+        best_bm = max(bm.values(), default=0.0)
+        speakers = self._speakers_named(q.text, f.user) if w.speaker else []
+        named = speakers[0] if len(speakers) == 1 else None
+
+        def base_scores(items: list[_Cand]) -> None:
+            missing = [c.rowid for c in items if c.cos is None]
+            for rowid, value in self._cosines(missing, q.vector).items():
+                cands[rowid].cos = value
+            for c in items:
+                sig: dict[str, Any] = {}
+                total = 0.0
+
+                def add(name: str, part: float, **detail: Any) -> None:
+                    nonlocal total
+                    total += part
+                    sig[name] = {"score": round(part, 4), **detail}
+
+                add("vector", w.vector * (c.cos or 0.0), cosine=round(c.cos or 0.0, 4),
+                    rank=vec_rank.get(c.rowid))
+                if c.bm25 is not None and best_bm > 0:
+                    add("keyword", w.keyword * c.bm25 / best_bm, bm25=round(c.bm25, 4), rank=kw_rank[c.rowid])
+                if named is not None and c.row["speaker"] == named and w.speaker:
+                    add("speaker", w.speaker, speaker=named)
+                t = c.row["valid_from"] if c.row["valid_from"] is not None else c.row["created_at"]
+                for win in q.windows:
+                    if win.start <= t < win.end and w.time:
+                        add("time", w.time, phrase=win.phrase)
+                        break
+                if w.recency:
+                    age_days = max(0, q.now - c.row["created_at"]) / 86_400_000
+                    add("recency", w.recency * 0.5 ** (age_days / w.half_life_days), age_days=round(age_days, 1))
+                if w.importance and c.row["importance"] != 0.5:
+                    add("importance", w.importance * (c.row["importance"] - 0.5), importance=c.row["importance"])
+                c.base, c.signals = total, sig
+
+        items = list(cands.values())
+        base_scores(items)
+        if w.graph:
+            seeds = sorted(items, key=lambda c: (-c.base, c.rowid))[:GRAPH_SEEDS]
+            reached = self._graph(seeds, w)
+            if reached:
+                ids = list(reached)
+                known = {c.row["id"]: c for c in items}
+                new_rows = self.sql.rows(
+                    f"SELECT rowid FROM memories WHERE id IN ({','.join('?' * len(ids))})", ids)
+                fresh = [r["rowid"] for r in new_rows if r["rowid"] not in cands]
+                added = [_Cand(r, row) for r, row in self._rows(fresh, f).items()]
+                for c in added:
+                    cands[c.rowid] = c
+                base_scores(added)
+                for c in (known.get(i) or next((a for a in added if a.row["id"] == i), None) for i in ids):
+                    if c is None:
+                        continue
+                    bonus, via = reached[c.row["id"]]
+                    c.base += bonus
+                    c.signals["graph"] = {"score": round(bonus, 4), **via}
+        items = list(cands.values())
+        for c in items:
+            near = [cands[x].base for x in (c.prev, c.next) if x is not None]
+            if c.row["thread"] is None:
+                near = [c.base]  # outside a conversation a memory is its own context
+            part = w.neighbor * max(near) if near else 0.0
+            c.context = c.base + part
+            if part:
+                c.signals["neighbor"] = {"score": round(part, 4)}
+        best_in: dict[tuple, float] = {}
+        for c in items:
+            key = (c.row["thread"], c.row["episode"]) if c.row["thread"] is not None else ("", c.rowid)
+            best_in[key] = max(best_in.get(key, -math.inf), c.context)
+        for c in items:
+            key = (c.row["thread"], c.row["episode"]) if c.row["thread"] is not None else ("", c.rowid)
+            part = w.episode * best_in[key]
+            c.score = c.context + part
+            if part:
+                c.signals["episode"] = {"score": round(part, 4)}
+        ranked = sorted(items, key=lambda c: (-c.score, c.rowid))
+        out, texts = [], set()
+        for c in ranked:
+            norm = _SPACE.sub(" ", c.row["text"].strip().lower())
+            if norm in texts:
+                continue
+            texts.add(norm)
+            out.append({"rowid": c.rowid, "score": c.score, "signals": c.signals})
+            if len(out) >= q.k:
+                break
+        return out

@@ -75,7 +75,47 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0001_base", _base_schema),
     # document frequency of each indexed term, for recall to skip words found everywhere
     ("0002_fts_vocab", lambda dim: ["CREATE VIRTUAL TABLE memories_vocab USING fts5vocab(memories_fts, 'row')"]),
+    # bi-temporal facts (see brandmind/facts.py): system time next to the world time
+    # (valid_from/valid_to), the structured triple of a fact, and who replaced it
+    ("0003_bitemporal", lambda dim: _bitemporal_schema()),
+    # conversation structure for recall: a raw turn's thread, episode (a run of turns with
+    # no long gap, see ingest) and speaker, read from its meta; virtual, so nothing is stored twice
+    ("0004_turns", lambda dim: _turn_schema()),
 ]
+
+
+def _turn_schema() -> list[str]:
+    turn = "json_extract(meta, '$.kind') = 'turn'"
+    return [
+        f"ALTER TABLE memories ADD COLUMN thread TEXT GENERATED ALWAYS AS "
+        f"(CASE WHEN {turn} THEN json_extract(meta, '$.thread') END) VIRTUAL",
+        f"ALTER TABLE memories ADD COLUMN episode TEXT GENERATED ALWAYS AS "
+        f"(CASE WHEN {turn} THEN json_extract(meta, '$.episode') END) VIRTUAL",
+        f"ALTER TABLE memories ADD COLUMN speaker TEXT GENERATED ALWAYS AS "
+        f"(CASE WHEN {turn} THEN json_extract(meta, '$.speaker') END) VIRTUAL",
+        "CREATE INDEX memories_turns ON memories(user_id, thread, created_at) WHERE thread IS NOT NULL",
+        "CREATE INDEX memories_speakers ON memories(user_id, speaker) WHERE speaker IS NOT NULL",
+    ]
+
+
+def _bitemporal_schema() -> list[str]:
+    return [
+        "ALTER TABLE memories ADD COLUMN recorded_at INTEGER",   # HLC wall ms of the memory.add op
+        "ALTER TABLE memories ADD COLUMN retired_at INTEGER",    # no longer believed since (NULL: current)
+        "ALTER TABLE memories ADD COLUMN subject TEXT",          # structured facts only
+        "ALTER TABLE memories ADD COLUMN predicate TEXT",
+        "ALTER TABLE memories ADD COLUMN object TEXT",
+        "ALTER TABLE memories ADD COLUMN superseded_by TEXT",    # id of the memory that replaced it
+        "ALTER TABLE memories ADD COLUMN confirmations INTEGER NOT NULL DEFAULT 0",
+        # rows from before the migration: their add op's time is not known here
+        "UPDATE memories SET recorded_at = updated_at WHERE recorded_at IS NULL",
+        "CREATE INDEX memories_fact ON memories(user_id, subject, predicate)",
+        "ALTER TABLE kg_edges ADD COLUMN valid_from INTEGER",
+        "ALTER TABLE kg_edges ADD COLUMN valid_to INTEGER",
+        "ALTER TABLE kg_edges ADD COLUMN recorded_at INTEGER",
+        "ALTER TABLE kg_edges ADD COLUMN retired_at INTEGER",
+        "UPDATE kg_edges SET recorded_at = created_at WHERE recorded_at IS NULL",
+    ]
 
 
 class SQLStore:
@@ -171,12 +211,15 @@ class SQLStore:
         c = self.conn
         c.execute(
             """INSERT INTO memories(id, text, type, user_id, agent_id, importance, created_at,
-               updated_at, valid_from, valid_to, source, provenance, meta, op_id)
-               VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+               updated_at, valid_from, valid_to, source, provenance, meta, op_id,
+               recorded_at, subject, predicate, object)
+               VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
             (m["id"], m["text"], m["type"], m["user"], m.get("agent"), float(m["importance"]),
              m["ts"], m.get("updated", m["ts"]), m.get("valid_from"), m.get("valid_to"),
              m["source"], json.dumps(m.get("provenance", []), ensure_ascii=False),
-             json.dumps(m.get("meta", {}), ensure_ascii=False, sort_keys=True), m["op_id"]))
+             json.dumps(m.get("meta", {}), ensure_ascii=False, sort_keys=True), m["op_id"],
+             m.get("recorded_at", m.get("updated", m["ts"])), m.get("subject"), m.get("predicate"),
+             m.get("object")))
         rowid = c.last_insert_rowid()
         c.execute("INSERT INTO memories_fts(rowid, text) VALUES(?,?)", (rowid, m["text"]))
         c.execute(VEC_INSERT, (rowid, m["user"], vector, m.get("agent") or "", m["type"], m["ts"]))
@@ -184,13 +227,17 @@ class SQLStore:
     def delete_memory(self, memory_id: str) -> str | None:
         """Remove a memory from every projection; returns its op id (None if absent)."""
         c = self.conn
+        # its mentions, typed links to and from it, and the graph edges it alone is the
+        # evidence of (also when the row is absent: a rebuild skips a redacted add)
+        c.execute("DELETE FROM kg_mentions WHERE memory_id=?", (memory_id,))
+        c.execute("DELETE FROM kg_edges WHERE src=? OR dst=? OR evidence=?",
+                  (memory_id, memory_id, json.dumps([memory_id])))
         row = c.execute("SELECT rowid, text, op_id FROM memories WHERE id=?", (memory_id,)).fetchone()
         if not row:
             return None
         rowid, text, op_id = row
         c.execute("INSERT INTO memories_fts(memories_fts, rowid, text) VALUES('delete', ?, ?)", (rowid, text))
         c.execute("DELETE FROM memories_vec WHERE rowid=?", (rowid,))
-        c.execute("DELETE FROM kg_mentions WHERE memory_id=?", (memory_id,))
         c.execute("DELETE FROM memories WHERE rowid=?", (rowid,))
         self.bump_generation()
         return op_id

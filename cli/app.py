@@ -11,7 +11,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import admin, beads, graph, memories
+from . import admin, beads, facts, graph, memories
+from . import context as context_cmd
 
 app = typer.Typer(
     name="bm",
@@ -45,9 +46,12 @@ app.command()(memories.remember)
 app.command()(memories.recall)
 app.command()(memories.forget)
 app.command()(beads.ingest)
+app.command()(context_cmd.context)
+app.command()(context_cmd.consolidate)
 app.add_typer(beads.beads_app, name="beads")
 app.add_typer(memories.memories_app, name="memories")
 app.add_typer(graph.kg_app, name="kg")
+app.add_typer(facts.facts_app, name="facts")
 app.command()(admin.export)
 app.command("import")(admin.import_)
 app.command()(admin.rebuild)

@@ -14,6 +14,8 @@ def ingest(
     path: Annotated[str, typer.Argument(help="JSONL messages file, or - for stdin.")],
     user: UserOpt = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Report bad lines and go on instead of stopping.")] = False,
+    extract: Annotated[bool, typer.Option("--extract", help="Also extract atomic facts from the turns (config `extractor`: rules or llm) and store them with reconciliation.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Store nothing and call no LLM: report what would be ingested and, with --extract, the estimated LLM calls and tokens (rules: the facts).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Store a conversation: each message becomes a bead and a recallable raw-turn memory.
@@ -22,17 +24,29 @@ def ingest(
     Re-running is safe: messages seen before are not stored twice.
 
     cat chat.jsonl | bm ingest - --user ann
+
+    bm ingest chat.jsonl --extract --dry-run   (then without --dry-run)
     """
     with open_store() as mem, open_input(path) as fh, progress_bar("ingesting") as bar:
-        report = mem.ingest(fh, user=user, skip_bad=skip_bad,
+        report = mem.ingest(fh, user=user, skip_bad=skip_bad, extract=extract, dry_run=dry_run,
                             progress=lambda r: bar(r["ingested"] + r["duplicates"], None))
     for bad in report["bad"]:
         info(f"skipped line {bad['line']}: {bad['error']}")
     if wants_json(as_json):
         print(json.dumps(report))
+    elif dry_run:
+        from .extract import dry_run_lines
+
+        for line in dry_run_lines(report):
+            info(line)
     else:
-        info(f"ingested {report['ingested']} message(s), {report['duplicates']} already known, "
-             f"{len(report['bad'])} bad line(s) skipped")
+        line = (f"ingested {report['ingested']} message(s), {report['duplicates']} already known, "
+                f"{len(report['bad'])} bad line(s) skipped")
+        if extract:
+            from .extract import facts_summary
+
+            line += "; " + facts_summary(report["facts"], report.get("llm"), report.get("extract"))
+        info(line)
 
 
 beads_app = typer.Typer(help="The append-only short-term log of turns and tool outputs.", no_args_is_help=True)

@@ -49,3 +49,45 @@ def kg_show(ref: Annotated[str, typer.Argument(help="Node id or name.")], user: 
     with open_store() as mem:
         node = mem.kg_node(ref, user=user)
     emit(node, as_json=as_json, jsonl=False, table=lambda n: kv_table(n, title=f"{n['name']} ({n['type']})"))
+
+
+@kg_app.command("neighbors")
+def kg_neighbors(
+    ref: Annotated[str, typer.Argument(help="Node id or name, or a memory id.")],
+    radius: Annotated[int, typer.Option("--radius", "-r", help="Hops: 1, 2 or 3.")] = 1,
+    include_retired: Annotated[bool, typer.Option("--include-retired", help="Also retired or ended edges and facts.")] = False,
+    user: UserOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What is within RADIUS hops of a node or memory: graph edges, typed links and mentions.
+
+    bm kg neighbors Ann --radius 2 --json
+    """
+    from brandmind.errors import UsageError
+
+    if not 1 <= radius <= 3:
+        raise UsageError(f"--radius must be 1, 2 or 3, got {radius}", hint="e.g. --radius 2")
+    with open_store() as mem:
+        result = mem.neighbors(ref, radius, user=user, include_retired=include_retired)
+    emit(result, as_json=as_json, jsonl=False, table=_neighbors_table)
+
+
+def _neighbors_table(result: dict):  # type: ignore[no-untyped-def]
+    from rich.console import Group
+    from rich.table import Table
+
+    root = result["root"]
+    nodes = Table(header_style="bold", title=f"{root.get('name') or root.get('text')} ({root['id']})")
+    for col in ("hops", "kind", "id", "name / text"):
+        nodes.add_column(col, overflow="fold" if col == "name / text" else "ellipsis", no_wrap=col != "name / text")
+    for n in result["nodes"]:
+        nodes.add_row(str(n["hops"]), n["kind"], n["id"], n.get("name") or n.get("text") or "")
+    edges = Table(header_style="bold")
+    for col in ("src", "predicate", "dst", "weight", "valid from", "valid to"):
+        edges.add_column(col, no_wrap=True)
+    for e in result["edges"]:
+        edges.add_row(e["src"], e["predicate"], e["dst"], "" if e.get("weight") is None else f"{e['weight']:.2f}",
+                      (e.get("valid_from") or "")[:10], (e.get("valid_to") or "")[:10])
+    if result["truncated"]:
+        edges.caption = "truncated: too many neighbours"
+    return Group(nodes, edges)

@@ -8,7 +8,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from .common import AgentOpt, JsonlOpt, JsonOpt, UserOpt, confirm, open_input, open_store, read_text_arg
-from .output import emit, info, kv_table, memories_table, wants_json
+from .output import emit, explain_table, info, kv_table, memories_table, wants_json
 
 
 def _no_constant(name: str) -> None:
@@ -38,30 +38,58 @@ def remember(
     importance: Annotated[float, typer.Option("--importance", "-i", help="0 to 1.")] = 0.5,
     meta: Annotated[Optional[List[str]], typer.Option("--meta", "-m", help="key=value (repeatable; JSON values allowed).")] = None,
     ts: Annotated[Optional[str], typer.Option("--ts", help="When it happened (ISO 8601); default now.")] = None,
+    fact: Annotated[bool, typer.Option("--fact", help="TEXT is a JSON fact {subject, predicate, object, valid_from?, ...}: stored with reconciliation; prints the action and id.")] = False,
+    extract: Annotated[bool, typer.Option("--extract", help="Also extract atomic facts from TEXT (config `extractor`: rules or llm; \"I\" is the user) and store them with reconciliation.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Store one memory and print its id.
 
     echo "Ann moved to Lisbon in May" | bm remember - --type fact --user ann
+
+    bm remember --fact '{"subject": "Ann", "predicate": "lives_in", "object": "Lisbon", "valid_from": "2024-05-01"}'
     """
+    if fact and extract:
+        from brandmind.errors import UsageError
+
+        raise UsageError("--fact and --extract do not go together",
+                         hint="--fact stores TEXT as one JSON fact; --extract finds facts in plain text")
+    if fact:
+        from .facts import remember_fact
+
+        remember_fact(read_text_arg(text), type=type, user=user, agent=agent, importance=importance,
+                      meta=_meta(meta or []), ts=ts, as_json=as_json)
+        return
     with open_store() as mem:
         item = mem.remember(read_text_arg(text), type=type, user=user, agent=agent,
-                            importance=importance, meta=_meta(meta or []), ts=ts)
+                            importance=importance, meta=_meta(meta or []), ts=ts, extract=extract)
     if as_json:
-        print(json.dumps({"id": item["id"]}))
+        out = {"id": item["id"]}
+        if extract:
+            report = dict(item["extract"])
+            out["facts"], out["llm"] = report.pop("facts"), report.pop("llm")
+            out["extract"] = report
+        print(json.dumps(out))
     else:
         print(item["id"])
+        if extract:
+            from .extract import facts_summary
+
+            report = item["extract"]
+            info(facts_summary(report["facts"], report["llm"], report))
 
 
 def recall(
     query: Annotated[Optional[str], typer.Argument(help="What to look for (- reads stdin).")] = None,
-    k: Annotated[int, typer.Option("-k", help="How many results.")] = 10,
+    k: Annotated[Optional[int], typer.Option("-k", help="How many results [default: 10; with --agent 5 of its own + 3 global].")] = None,
     user: UserOpt = None,
     agent: AgentOpt = None,
     type: Annotated[Optional[List[str]], typer.Option("--type", "-t", help="Only these types (repeatable).")] = None,
     since: Annotated[Optional[str], typer.Option("--since", help="Only memories from this date on (ISO 8601).")] = None,
     until: Annotated[Optional[str], typer.Option("--until", help="Only memories before this date (ISO 8601).")] = None,
-    batch: Annotated[Optional[str], typer.Option("--batch", help="JSONL file (or -) of {\"query\", \"k\", \"id\"}: one result line per query.")] = None,
+    now: Annotated[Optional[str], typer.Option("--now", help="What time words in the query are relative to (ISO 8601) [default: now].")] = None,
+    as_of: Annotated[Optional[str], typer.Option("--as-of", help="What was true on this date, instead of what is true now.")] = None,
+    explain: Annotated[bool, typer.Option("--explain", help="Show which signals put each result there, and how much.")] = False,
+    batch: Annotated[Optional[str], typer.Option("--batch", help="JSONL file (or -) of {\"query\", \"k\", \"id\", \"now\", ...}: one result line per query.")] = None,
     as_json: JsonOpt = False,
     jsonl: JsonlOpt = False,
 ) -> None:
@@ -74,17 +102,18 @@ def recall(
     if batch is not None:
         if query is not None:
             raise UsageError("give either QUERY or --batch, not both", hint="bm recall --batch queries.jsonl")
-        _recall_batch(batch, user, agent)
+        _recall_batch(batch, user, agent, now)
         return
     if query is None:
         raise UsageError("missing QUERY", hint='bm recall "what does Ann like?" (or --batch FILE)')
     with open_store() as mem:
         results = mem.recall(read_text_arg(query), k=k, user=user, agent=agent, types=type or (),
-                             since=since, until=until)
-    emit(results, as_json=as_json, jsonl=jsonl, table=lambda r: memories_table(r, scores=True))
+                             since=since, until=until, now=now, as_of=as_of)
+    table = explain_table if explain else (lambda r: memories_table(r, scores=True))
+    emit(results, as_json=as_json, jsonl=jsonl, table=table)
 
 
-def _recall_batch(path: str, user: Optional[str], agent: Optional[str]) -> None:
+def _recall_batch(path: str, user: Optional[str], agent: Optional[str], now: Optional[str] = None) -> None:
     failed = 0
 
     def queries(fh):  # type: ignore[no-untyped-def]
@@ -109,7 +138,7 @@ def _recall_batch(path: str, user: Optional[str], agent: Optional[str]) -> None:
             if "_error" in q:
                 out = {"id": q["id"], "error": q["_error"], "hint": 'each line is {"query": "...", "k": 10, "id": ...}'}
             else:
-                out = next(mem.recall_batch([q], user=user, agent=agent))
+                out = next(mem.recall_batch([q], user=user, agent=agent, now=now))
                 failed += "error" in out
             sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
             sys.stdout.flush()
@@ -198,3 +227,47 @@ def memories_show(memory_id: Annotated[str, typer.Argument(help="Memory id.")], 
     with open_store() as mem:
         item = mem.get(memory_id)
     emit(item, as_json=as_json, jsonl=False, table=lambda m: kv_table(m, title=m["id"]))
+
+
+@memories_app.command("history")
+def memories_history(memory_id: Annotated[str, typer.Argument(help="Memory id of a fact.")],
+                     as_json: JsonOpt = False, jsonl: JsonlOpt = False) -> None:
+    """How a fact changed: its versions oldest first, with world time (valid from/to) and
+    system time (recorded, retired).
+
+    bm memories history m_01h... --json
+    """
+    with open_store() as mem:
+        items = mem.history(memory_id)
+    emit(items, as_json=as_json, jsonl=jsonl, table=_history_table)
+
+
+def _history_table(items: list[dict]):  # type: ignore[no-untyped-def]
+    from rich.table import Table
+
+    t = Table(header_style="bold")
+    for col in ("id", "status", "valid", "retired", "seen", "text"):
+        t.add_column(col, overflow="fold", no_wrap=col in ("valid", "retired"), min_width=12 if col == "text" else None)
+    for m in items:
+        valid = f"{(m['valid_from'] or '…')[:10]} → {(m['valid_to'] or '…')[:10]}"
+        t.add_row(m["id"], m["status"] + (f" ({m['reason']})" if m.get("reason") else ""), valid,
+                  (m["retired_at"] or "")[:10], str(1 + m["confirmations"]), m["text"])
+    t.caption = "valid: world time; retired: when bm stopped believing it (--json has the exact times)"
+    return t
+
+
+@memories_app.command("link")
+def memories_link(
+    src: Annotated[str, typer.Argument(help="Source memory id.")],
+    dst: Annotated[str, typer.Argument(help="Target memory id.")],
+    type: Annotated[str, typer.Option("--type", "-t", help="extends, contradicts, supports, example_of, part_of, relates_to, answers, caused_by or temporal.")] = "relates_to",
+    strength: Annotated[float, typer.Option("--strength", "-s", help="0 to 1.")] = 0.5,
+    as_json: JsonOpt = False,
+) -> None:
+    """A typed link between two memories; prints its id.
+
+    bm memories link m_new m_old --type contradicts --strength 0.8
+    """
+    with open_store() as mem:
+        edge = mem.link(src, dst, type, strength)
+    print(json.dumps(edge) if as_json else edge["id"])

@@ -64,6 +64,27 @@ def memories_table(items: list[dict], *, scores: bool = False) -> Any:
     return t
 
 
+def explain_table(items: list[dict]) -> Any:
+    """Recall results with each signal's contribution to the score (``bm recall --explain``)."""
+    from rich.table import Table
+
+    names = ["vector", "keyword", "speaker", "time", "graph", "recency", "importance", "neighbor", "episode"]
+    used = [n for n in names if any(n in m.get("signals", {}) for m in items)]
+    t = Table(show_lines=False, header_style="bold")
+    t.add_column("score", justify="right")
+    for n in used:
+        t.add_column(n, justify="right")
+    t.add_column("id", no_wrap=True)
+    t.add_column("text", overflow="fold")
+    for m in items:
+        sig = m.get("signals", {})
+        cells = [f"{sig[n]['score']:+.3f}" if n in sig else "" for n in used]
+        t.add_row(f"{m['score']:.4f}", *cells, m["id"], m["text"])
+    t.caption = ("each column is what that signal added to the score (weights: `bm config`); "
+                 "--json shows the details") if items else "nothing found"
+    return t
+
+
 def beads_table(items: list[dict]) -> Any:
     from rich.table import Table
 

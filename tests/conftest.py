@@ -25,7 +25,8 @@ import pytest
 
 BM_CMD = [sys.executable, "-m", "brandmind.cli.app"]
 _SETTINGS = ("BM_HOME", "BM_EMBEDDER", "BM_OLLAMA_HOST", "BM_OLLAMA_MODEL", "BM_USER",
-             "BM_BLOB_THRESHOLD", "BM_MAX_MEMORY_CHARS")
+             "BM_BLOB_THRESHOLD", "BM_MAX_MEMORY_CHARS", "BM_EXTRACTOR", "BM_LLM_MODEL",
+             "BM_LLM_MAX_CALLS", "BM_LLM_MAX_TOKENS")
 
 
 def pytest_configure(config: pytest.Config) -> None:

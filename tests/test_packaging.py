@@ -174,6 +174,7 @@ def test_built_wheel_installs_into_a_fresh_venv_and_runs(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "brandmind/cli/app.py" in names and "brandmind/memory.py" in names
     assert "brandmind/embed/hashing.py" in names and "brandmind/embed/local.py" in names
+    assert "brandmind/extract/prompts/extract_v1.md" in names  # the versioned LLM prompts ship
     assert not [n for n in names if n.startswith("cli/")], "a top-level cli package leaked into the wheel"
     top = next(n for n in names if n.endswith(".dist-info/top_level.txt"))
     assert zipfile.ZipFile(wheel).read(top).decode().split() == ["brandmind"]

@@ -1,0 +1,398 @@
+"""The block an agent puts in its prompt: ``Memory.context`` / ``bm context``.
+
+Instead of the last N raw messages, an agent asks for the best context that fits
+a token budget.  Three sections, always in this order:
+
+``core``      core memory blocks, when the store has them (see ``core_blocks`` below);
+``memories``  the memories ``Memory.recall`` finds for the query (agent and global
+              scopes as recall merges them; retired facts never appear), each with its date;
+``recent``    the last ``recent`` beads of the user's thread, oldest first.
+
+Choosing what fits
+------------------
+Every candidate is rendered on its own (a line of the text block, or a JSON
+object) and its tokens counted with the documented counter (brandmind/tokens.py).
+Each has a value:
+
+* core blocks: always first (value 1e9: they go in while they fit, in their order);
+* memories: recall's fused score divided by the best score (1.0 for the top hit;
+  ``1 / rank`` when recall gives no score);
+* beads: recency, ``0.85 ** i`` for the i-th newest (1.0 for the last turn).
+
+Candidates are taken greedily by value per token (tokens below 8 count as 8, so
+a bare "ok" does not outrank a relevant memory only for being short); one is
+added when it, plus its section's header if the section is still empty, fits in
+what is left; otherwise it is skipped and smaller ones may still go in.  The same
+fill is also run in order of value alone, and the set with the larger total value
+is kept (the usual guard of the knapsack greedy: with a small budget, many short
+weak lines could otherwise crowd out the one long line that answers the query).  The
+chosen ones are then serialised in section order (memories by rank, beads by
+time) and the *exact returned string* is counted; should it exceed the limit
+(it cannot with bm's counters, which are additive over whitespace and
+punctuation, but a future counter might not be), the chosen candidate of lowest
+value per token is removed until it fits.  So ``tokens <= budget * (1 - margin)``
+always, and a budget smaller than any header gives an empty block (``""``,
+0 tokens) with every candidate listed in ``dropped``.
+
+Deduplication: a recent bead that a recalled raw-turn memory was made from (its
+provenance names the bead) appears once, as the bead, with the better of the two
+values; memories with the same text appear once (the best ranked).
+
+Formats
+-------
+``text``: ``## Core memory`` / ``## Relevant memories`` / ``## Recent conversation``,
+each followed by its lines, sections separated by a blank line, empty sections
+left out::
+
+    ## Relevant memories
+    - [2024-03-04] Ann: I work as a backend engineer at Tidewater Labs
+    - [2024-05-02] (preference) Ann prefers window seats
+
+    ## Recent conversation
+    [2024-05-20 09:14] Ann: can you book the ferry for Friday?
+    [09:15] assistant: Sure: the 18:40 from Cais do Sodré?
+
+A bead shows its date only when it differs from the line above (each bead's
+token estimate is its longer, dated form, so estimates stay upper bounds).
+Continuation lines of a multi-line text are indented by two spaces, so content
+can never pass for a header.  ``json``: the same sections as compact JSON
+(``{"memories": [...], "recent": [...]}``, empty sections left out); the budget
+then applies to that JSON string.
+
+Core memory hook
+----------------
+Core memory blocks arrive with issue 4.  If the Memory object has a callable
+``core_blocks``, it is called as ``core_blocks(user=..., agent=...)`` and may
+return strings or dicts with a ``label`` (or ``name``) and a ``value`` (or
+``text``/``content``); nothing else here depends on it.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .clock import parse_time
+from .errors import UsageError
+from .tokens import TokenCounter, get_counter
+
+SECTIONS = ("core", "memories", "recent")
+HEADERS = {"core": "## Core memory", "memories": "## Relevant memories", "recent": "## Recent conversation"}
+FORMATS = ("text", "json")
+MAX_BUDGET = 1_000_000
+RECALL_K = 30          # memories asked of recall; the budget decides how many are kept
+MAX_RECENT = 1000
+BEAD_DECAY = 0.85      # value of the i-th newest bead: BEAD_DECAY ** i
+MIN_COST = 8           # tokens below this count as this when ranking by value per token
+CORE_VALUE = 1e9
+
+
+@dataclass
+class _Item:
+    section: str
+    key: str                    # memory id, bead id, or core block label
+    order: int                  # position within its section in the output
+    value: float
+    obj: dict                   # the JSON form
+    line: str = ""              # the text form
+    tokens: int = 0
+    dups: list[str] = field(default_factory=list)  # memory ids folded into this bead
+
+    @property
+    def density(self) -> float:
+        return self.value / max(self.tokens, MIN_COST)
+
+
+def check_budget(budget: Any) -> int:
+    """A whole number of tokens from 1 to 1,000,000, else a UsageError (exit 2)."""
+    try:
+        value = operator.index(budget) if not isinstance(budget, bool) else None
+    except TypeError:
+        value = None
+    if value is None or not 1 <= value <= MAX_BUDGET:
+        raise UsageError(f"budget must be a whole number of tokens from 1 to {MAX_BUDGET:,}, got {budget!r}",
+                         hint="e.g. --budget 2000")
+    return value
+
+
+def build_context(mem: Any, query: str | bytes, *, budget: int = 2000, user: str | None = None,
+                  agent: str | None = None, now: str | int | None = None,
+                  as_of: str | int | None = None, format: str = "text", recent: int = 20,
+                  margin: float = 0.0, thread: str | None = None,
+                  counter: TokenCounter | None = None) -> dict:
+    """See ``Memory.context`` and the module docstring."""
+    budget = check_budget(budget)
+    if format not in FORMATS:
+        raise UsageError(f"format must be text or json, got {format!r}", hint="use format='text' or 'json'")
+    try:
+        recent_n = operator.index(recent) if not isinstance(recent, bool) else None
+    except TypeError:
+        recent_n = None
+    if recent_n is None or not 0 <= recent_n <= MAX_RECENT:
+        raise UsageError(f"recent must be a whole number from 0 to {MAX_RECENT}, got {recent!r}",
+                         hint="e.g. --recent 20 (0: no recent conversation)")
+    try:
+        margin_f = float(margin)
+    except (TypeError, ValueError):
+        margin_f = float("nan")
+    if not 0.0 <= margin_f < 1.0:
+        raise UsageError(f"margin must be a fraction from 0 to below 1, got {margin!r}",
+                         hint="e.g. --margin 0.15 keeps 15% of the budget free for another tokenizer")
+    now_ms = parse_time(now, field="now")
+    as_of_ms = parse_time(as_of, field="as_of")
+    limit = math.floor(budget * (1.0 - margin_f))
+    counter = counter or get_counter()
+    user_name = mem._user(user)
+
+    items: list[_Item] = []
+    items += _core_items(mem, user_name, agent)
+    memories = _recall(mem, query, user_name, agent, now, as_of)
+    cutoff = min((t for t in (now_ms, as_of_ms) if t is not None), default=None)
+    beads = _recent_beads(mem, user_name, recent_n, cutoff, thread)
+    bead_items = _bead_items(beads)
+    items += _memory_items(memories, bead_items)
+    items += bead_items
+
+    render = _render_text if format == "text" else _render_json
+    for it in items:
+        it.line = _text_line(it) if format == "text" else json.dumps(it.obj, ensure_ascii=False,
+                                                                     separators=(",", ":"))
+    header_texts = {s: (HEADERS[s] if format == "text" else json.dumps(s) + ":[]") for s in SECTIONS}
+    counts = counter.count_many([it.line for it in items] + [header_texts[s] for s in SECTIONS])
+    for it, n in zip(items, counts):
+        # json: one comma joins it to its neighbour (counted even when it is the first: an overestimate)
+        it.tokens = n + (1 if format == "json" else 0)
+    header_cost = dict(zip(SECTIONS, counts[len(items):]))
+    if format == "json":  # the braces and the comma between sections
+        header_cost = {s: n + 1 for s, n in header_cost.items()}
+
+    rank = {id(it): i for i, it in enumerate(items)}
+
+    def fill(order: list[_Item]) -> list[_Item]:
+        picked: list[_Item] = []
+        used, opened = 0, set()
+        for it in order:
+            cost = it.tokens + (0 if it.section in opened else header_cost[it.section])
+            if used + cost <= limit:
+                picked.append(it)
+                used += cost
+                opened.add(it.section)
+        return picked
+
+    # greedy by value per token; greedy by value alone guards against its known failure
+    # (many short, weak items crowding out one long, strong one): the better total wins
+    chosen = fill(sorted(items, key=lambda it: (-it.density, rank[id(it)])))
+    by_value = fill(sorted(items, key=lambda it: (-it.value, rank[id(it)])))
+    if sum(it.value for it in by_value) > sum(it.value for it in chosen):
+        chosen = by_value
+
+    text = render(chosen)
+    tokens = counter.count(text) if text else 0
+    while tokens > limit and chosen:  # never with additive counters; a guarantee, not an estimate
+        worst = min(chosen, key=lambda it: (it.density, -rank[id(it)]))
+        chosen.remove(worst)
+        text = render(chosen)
+        tokens = counter.count(text) if text else 0
+
+    kept = {id(it) for it in chosen}
+    sections: dict[str, list] = {s: [] for s in SECTIONS}
+    for it in _in_output_order(chosen):
+        sections[it.section].append(it.obj)
+    dropped: dict[str, list] = {s: [it.key for it in items if it.section == s and id(it) not in kept]
+                                for s in SECTIONS}
+    dropped["duplicates"] = [d for it in items for d in it.dups]
+    return {"text": text, "tokens": tokens, "budget": budget, "margin": margin_f, "limit": limit,
+            "format": format, "tokenizer": counter.name, "sections": sections, "dropped": dropped}
+
+
+# -- candidates ---------------------------------------------------------------------
+def _core_items(mem: Any, user: str, agent: str | None) -> list[_Item]:
+    """Core memory blocks through the ``core_blocks`` hook (issue 4), if the store has one."""
+    hook = getattr(mem, "core_blocks", None)
+    if not callable(hook):
+        return []
+    blocks = hook(user=user, agent=agent) or []
+    out = []
+    for i, block in enumerate(blocks):
+        if isinstance(block, str):
+            label, value = None, block
+        elif isinstance(block, dict):
+            label = block.get("label") or block.get("name")
+            value = next((block[k] for k in ("value", "text", "content") if block.get(k)), "")
+        else:
+            continue
+        if not str(value).strip():
+            continue
+        obj = {"label": label, "text": str(value)} if label else {"text": str(value)}
+        out.append(_Item("core", str(label or i), i, CORE_VALUE, obj))
+    return out
+
+
+def _recall(mem: Any, query: str | bytes, user: str, agent: str | None,
+            now: str | int | None, as_of: str | int | None) -> list[dict]:
+    """``mem.recall`` with a generous k.  ``now`` (what time words in the query are
+    relative to) goes along when recall takes it; ``as_of`` must be supported."""
+    params = inspect.signature(mem.recall).parameters
+    kwargs: dict[str, Any] = {"k": RECALL_K, "user": user, "agent": agent}
+    if now is not None and "now" in params:
+        kwargs["now"] = now
+    if as_of is not None:
+        if "as_of" not in params:
+            raise UsageError("this version of recall cannot answer as of a date", hint="leave out --as-of")
+        kwargs["as_of"] = as_of
+    results = mem.recall(query, **kwargs)
+    if as_of is None and results:
+        # recall leaves retired facts out; make sure of it (one indexed lookup)
+        ids = [m["id"] for m in results]
+        retired = {r[0] for r in mem.sql.conn.execute(
+            f"SELECT id FROM memories WHERE id IN ({','.join('?' * len(ids))}) AND retired_at IS NOT NULL", ids)}
+        results = [m for m in results if m["id"] not in retired]
+    return results
+
+
+def _memory_items(memories: list[dict], beads: list[_Item]) -> list[_Item]:
+    by_bead = {b.key: b for b in beads}
+    bead_texts = {_bead_as_turn_text(b.obj): b for b in beads}
+    best = max((m.get("score") or 0.0 for m in memories), default=0.0)
+    out: list[_Item] = []
+    seen: dict[str, _Item] = {}
+    for rank, m in enumerate(memories):
+        score = m.get("score")
+        value = score / best if (score is not None and best > 0 and score > 0) else 1.0 / (rank + 1)
+        bead = _source_bead(m, by_bead, bead_texts)
+        if bead is not None:  # the same turn is in the recent window: show it once, there
+            bead.value = max(bead.value, value)
+            bead.dups.append(m["id"])
+            continue
+        text = m["text"]
+        if text in seen:
+            seen[text].dups.append(m["id"])
+            continue
+        date = (m.get("ts") or "")[:10]
+        obj = {"id": m["id"], "date": date, "type": m.get("type"), "scope": m.get("scope"), "text": text}
+        if score is not None:
+            obj["score"] = score
+        seen[text] = item = _Item("memories", m["id"], rank, value, obj)
+        out.append(item)
+    return out
+
+
+def _source_bead(m: dict, by_bead: dict, bead_texts: dict) -> _Item | None:
+    """The recent bead this memory is the raw turn of, if that bead is a candidate."""
+    for p in m.get("provenance") or []:
+        bead = by_bead.get(p.get("bead")) if isinstance(p, dict) else None
+        if bead is not None and ((m.get("meta") or {}).get("kind") == "turn"
+                                 or m["text"] in (bead.obj["text"], _bead_as_turn_text(bead.obj))):
+            return bead
+    return bead_texts.get(m["text"]) if (m.get("meta") or {}).get("kind") == "turn" else None
+
+
+def _bead_as_turn_text(obj: dict) -> str:
+    """How ingest words a bead's raw-turn memory: ``speaker: content``."""
+    return f"{obj['speaker']}: {obj['text']}" if obj.get("speaker") else obj["text"]
+
+
+def _recent_beads(mem: Any, user: str, n: int, cutoff: int | None, thread: str | None) -> list[dict]:
+    """The last ``n`` beads of ``user`` (in ``thread`` if given) stamped at or before
+    ``cutoff`` (epoch ms; None: no limit), oldest first."""
+    if n == 0:
+        return []
+    if cutoff is None:
+        return mem.beads_tail(n, user=user, thread=thread)
+    beads: list[dict] = []
+    prefix = user.encode() + b"\0"
+    start = prefix + (max(0, cutoff) + 1).to_bytes(8, "big")
+    log = mem.log
+    with log.read() as txn:
+        cur = txn.cursor(db=log.db["bead_time"])
+        ok = cur.prev() if cur.set_range(start) else cur.last()
+        while ok and cur.key().startswith(prefix) and len(beads) < n:
+            bead_id = cur.key().rsplit(b"\0", 1)[1].decode()
+            raw = txn.get(bead_id.encode(), db=log.db["beads"])
+            if raw:
+                bead = json.loads(raw)
+                if thread is None or bead.get("thread") == thread:
+                    beads.append(bead)
+            ok = cur.prev()
+    return [mem._bead_out(b) for b in reversed(beads)]
+
+
+def _bead_items(beads: list[dict]) -> list[_Item]:
+    out = []
+    for i, b in enumerate(beads):
+        age = len(beads) - 1 - i  # 0: the newest
+        obj = {"id": b["id"], "ts": b["ts"], "role": b.get("role"), "speaker": b.get("speaker"),
+               "text": b.get("content") or ""}
+        out.append(_Item("recent", b["id"], i, BEAD_DECAY ** age, obj))
+    return out
+
+
+# -- rendering ------------------------------------------------------------------------
+def _in_output_order(items: list[_Item]) -> list[_Item]:
+    return sorted(items, key=lambda it: (SECTIONS.index(it.section), it.order))
+
+
+def _indent(text: str) -> str:
+    return "\n  ".join(text.splitlines() or [""])
+
+
+def _text_line(it: _Item) -> str:
+    o = it.obj
+    if it.section == "core":
+        return f"{o['label']}: {_indent(o['text'])}" if o.get("label") else _indent(o["text"])
+    if it.section == "memories":
+        kind = "" if o.get("type") in ("fact", "episode", None) else f"({o['type']}) "
+        date = f"[{o['date']}] " if o.get("date") else ""
+        return f"- {date}{kind}{_indent(o['text'])}"
+    return _bead_line(o, with_date=True)
+
+
+def _bead_line(o: dict, *, with_date: bool) -> str:
+    """``[2024-05-20 09:14] Ann: text``; ``[09:14] Ann: text`` when the previous line
+    shown has the same date (the line's token estimate is the longer form)."""
+    ts = o.get("ts") or ""
+    when = ts[:16].replace("T", " ") if with_date else ts[11:16]
+    who = o.get("speaker") or o.get("role") or "?"
+    return f"[{when}] {who}: {_indent(o['text'])}" if when else f"{who}: {_indent(o['text'])}"
+
+
+def _render_text(chosen: list[_Item]) -> str:
+    blocks = []
+    for section in SECTIONS:
+        items = [it for it in _in_output_order(chosen) if it.section == section]
+        if not items:
+            continue
+        if section == "recent":
+            lines, day = [], None
+            for it in items:
+                ts = it.obj.get("ts") or ""
+                lines.append(_bead_line(it.obj, with_date=ts[:10] != day or not ts))
+                day = ts[:10]
+        else:
+            lines = [it.line for it in items]
+        blocks.append("\n".join([HEADERS[section], *lines]))
+    return "\n\n".join(blocks)
+
+
+def _render_json(chosen: list[_Item]) -> str:
+    if not chosen:
+        return ""
+    out: dict[str, list] = {}
+    for it in _in_output_order(chosen):
+        out.setdefault(it.section, []).append(it.obj)
+    return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+
+
+def full_history_tokens(mem: Any, *, user: str | None = None, counter: TokenCounter | None = None) -> int:
+    """Tokens of the user's whole thread rendered as the recent section would render it
+    (what sending the full history would cost), for comparisons."""
+    counter = counter or get_counter()
+    beads = mem.beads_tail(len(mem.log.bead_ids(mem._user(user), None)) or 0, user=user)
+    items = _bead_items(beads)
+    for it in items:
+        it.line = _text_line(it)
+    return counter.count(_render_text(items)) if items else 0
+

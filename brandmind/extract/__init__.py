@@ -1,0 +1,112 @@
+"""Fact extraction: atomic facts from conversation turns, behind one Protocol.
+
+Two extractors:
+
+* ``rules`` (:class:`~brandmind.extract.rules.RulesExtractor`, the embedded
+  default): offline regular-expression rules for the common personal-memory
+  patterns; no network, thousands of turns a second, precision over recall.
+* ``llm`` (:class:`~brandmind.extract.llm.LLMExtractor`): an Ollama chat model
+  with structured JSON output, prompts kept as versioned files in
+  ``brandmind/extract/prompts/``, with per-run call and token caps.
+
+``get_extractor(config)`` builds the one named by the config key ``extractor``.
+Neither module is imported until it is asked for (``bm --help`` stays light).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Fact", "Turn", "Extractor", "get_extractor", "empty_report"]
+
+
+@dataclass
+class Fact:
+    """One atomic fact: ``subject -predicate-> object`` with its sentence and sources.
+
+    ``text`` is a clean stand-alone sentence ("Ann lives in Lisbon"); ``sources``
+    are the ids of the beads (or memories) it was read from.  ``negated`` marks a
+    statement that something is no longer (or not) so ("I no longer live in
+    Lisbon": lives_in Lisbon, negated), which reconciliation treats as a
+    contradiction of the positive fact.  ``meta`` carries extra provenance (e.g.
+    the extractor and its prompt version) for the caller to store.
+    """
+
+    text: str
+    subject: str
+    predicate: str
+    object: str
+    type: str = "fact"
+    valid_from: int | None = None
+    valid_to: int | None = None
+    confidence: float = 0.8
+    subject_type: str = "person"
+    object_type: str = "entity"
+    sources: list[str] = field(default_factory=list)
+    negated: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Turn:
+    """One conversation turn to extract from.
+
+    ``speaker`` is who says "I" in it (None: the ``user`` does); ``ts`` is when it
+    was said (epoch ms), the reference for "yesterday" or "last week"; ``bead``
+    is the id of the stored bead it came from (None when it was never stored).
+    """
+
+    text: str
+    speaker: str | None = None
+    ts: int | None = None
+    bead: str | None = None
+    user: str = "default"
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    """Turns conversation turns into atomic facts."""
+
+    name: str  # "rules" or "llm:<model>"
+
+    def extract(self, turns: list[Turn]) -> list[Fact]:
+        """The facts in ``turns``, in turn order; the run's cost is in ``last_report``."""
+        ...
+
+    def estimate(self, turns: list[Turn]) -> dict[str, int]:
+        """``{"calls", "tokens"}`` that ``extract(turns)`` would use, without any network."""
+        ...
+
+
+def empty_report() -> dict[str, Any]:
+    """The cost report of a run that made no LLM calls."""
+    return {"calls": 0, "tokens": 0, "capped": False, "skipped_turns": 0, "bad_chunks": 0, "bad_facts": 0}
+
+
+def get_extractor(config: Any = None, **overrides: Any) -> Extractor:
+    """The extractor named by ``config.extractor`` ("rules", the default, or "llm").
+
+    ``config`` is a :class:`brandmind.config.Config` (or None for the defaults);
+    ``overrides`` go to the extractor's constructor (e.g. ``host=`` in tests).
+    """
+    from ..errors import ConfigError
+
+    kind = getattr(config, "extractor", "rules") if config is not None else "rules"
+    if kind == "rules":
+        from .rules import RulesExtractor
+
+        return RulesExtractor(**overrides)
+    if kind == "llm":
+        from .llm import LLMExtractor
+
+        options: dict[str, Any] = {}
+        if config is not None:
+            options = {"model": config.llm_model, "host": config.ollama_host,
+                       "max_calls": config.llm_max_calls, "max_tokens": config.llm_max_tokens}
+        options.update(overrides)
+        return LLMExtractor(**options)
+    raise ConfigError(f"unknown extractor {kind!r}",
+                      hint="use rules (offline, the default) or llm (Ollama chat): `bm config set extractor rules`")

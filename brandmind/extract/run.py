@@ -1,0 +1,241 @@
+"""Running an extractor over stored turns and storing what it finds (used by ``Memory``).
+
+``extract_turns(mem, turns, ...)`` runs the configured extractor (config
+``extractor``) over the turns, then stores the facts with ``Memory.add_facts``
+(reconciliation, graph), each fact stamped with the time of the turn it came
+from, its source bead ids, and ``meta = {"extractor", "prompt_version"?}``.
+Facts go in only after the extractor has read every turn, so a failure of the
+extractor (e.g. the Ollama server going away mid-way) stores no fact at all.
+
+The report::
+
+    {"extractor": "rules" | "llm:<model>", "turns": n, "found": facts extracted,
+     "facts": {"added", "confirmed", "updated", "contradicted"},
+     "llm": {"calls", "tokens", "capped"}, "skipped_turns": n, "bad_chunks": n, "bad_facts": n}
+
+With the llm extractor, reconciliation is arbitrated by ``LLMArbiter`` sharing
+the extractor's :class:`~brandmind.extract.llm.Budget`, so ``llm`` counts both
+and the caps hold for the whole run.  ``dry_run`` stores nothing and calls no
+LLM: it reports the estimate (``llm.calls``, ``llm.tokens``, ``capped``,
+``skipped_turns``) and, for the rules, the facts they would extract
+(``would_extract``; reconciliation is not simulated).
+
+Which turns of an ingest are read: the messages stored by it, plus the
+messages it found already stored that no fact cites yet (so ``bm ingest FILE
+--extract`` after a plain ingest, or after a failed extraction, extracts them).
+Turns of a role other than ``user`` without a speaker name are skipped: their
+"I" is the assistant, not a person to remember.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..errors import BMError, InvalidInput
+from . import Fact, Turn, get_extractor
+
+ACTIONS = ("added", "confirmed", "updated", "contradicted")
+
+
+def as_turns(value: Any, *, user: str, ts: int | None = None) -> list[Turn]:
+    """Turns from a text, a Turn, a ``{"text"|"content", "speaker"?, "ts"?, "bead"?}`` dict,
+    or a list of those.  ``ts`` is the default time of turns that carry none."""
+    from ..clock import parse_time
+    from .. import validate
+
+    items = [value] if isinstance(value, (str, bytes, Turn, dict)) else list(value)
+    out = []
+    for n, item in enumerate(items, 1):
+        if isinstance(item, Turn):
+            out.append(item if item.user == user else Turn(item.text, item.speaker, item.ts, item.bead, user))
+            continue
+        if isinstance(item, (str, bytes)):
+            out.append(Turn(validate.text(item), None, ts, None, user))
+            continue
+        if not isinstance(item, dict):
+            raise InvalidInput(f"turn {n} must be a text or an object, got {type(item).__name__}",
+                               hint='e.g. {"text": "I moved to Lisbon", "speaker": "Ann", "ts": "2024-05-01"}')
+        text = item.get("text", item.get("content"))
+        speaker = item.get("speaker")
+        out.append(Turn(validate.text(text, what=f"turn {n} text"),
+                        validate.name(speaker, what="speaker") if speaker is not None else None,
+                        parse_time(item.get("ts"), field="ts") if item.get("ts") is not None else ts,
+                        item.get("bead"), user))
+    return out
+
+
+def _empty_report(extractor: Any, turns: list[Turn]) -> dict:
+    return {"extractor": extractor.name, "turns": len(turns), "found": 0,
+            "facts": {a: 0 for a in ACTIONS}, "llm": {"calls": 0, "tokens": 0, "capped": False},
+            "skipped_turns": 0, "bad_chunks": 0, "bad_facts": 0}
+
+
+def extract_turns(mem: Any, turns: list[Turn], *, user: str, agent: str | None = None,
+                  dry_run: bool = False, meta: dict | None = None) -> dict:
+    """Extract facts from ``turns`` and store them (see the module docstring)."""
+    extractor = get_extractor(mem.config)
+    report = _empty_report(extractor, turns)
+    is_llm = extractor.name != "rules"
+    if dry_run:
+        report["dry_run"] = True
+        estimate = extractor.estimate(turns)
+        report["llm"] = {"calls": estimate["calls"], "tokens": estimate["tokens"],
+                         "capped": bool(estimate.get("capped", False))}
+        report["skipped_turns"] = int(estimate.get("skipped_turns", 0))
+        if not is_llm:
+            found = extractor.extract(turns)
+            report["found"] = len(found)
+            report["would_extract"] = [_public(f) for f in found]
+        return report
+    if not turns:
+        return report
+    facts = extractor.extract(turns)  # raises before anything is stored
+    cost = getattr(extractor, "last_report", {}) or {}
+    for key in ("skipped_turns", "bad_chunks", "bad_facts"):
+        report[key] = int(cost.get(key, 0))
+    report["found"] = len(facts)
+    if facts:
+        arbiter = None
+        if is_llm:
+            from .llm import LLMArbiter
+
+            arbiter = LLMArbiter(model=mem.config.llm_model, host=mem.config.ollama_host,
+                                 budget=extractor.budget)  # type: ignore[attr-defined]
+        items = _fact_dicts(facts, turns, extractor, meta)
+        results = mem.add_facts(items, user=user, agent=agent, arbiter=arbiter, source="extract")
+        for result in results:
+            if result["action"] in report["facts"]:
+                report["facts"][result["action"]] += 1
+    if is_llm:
+        budget = extractor.budget  # type: ignore[attr-defined]
+        report["llm"] = {"calls": budget.calls, "tokens": budget.tokens,
+                         "capped": bool(budget.capped or report["skipped_turns"])}
+    return report
+
+
+def _public(fact: Fact) -> dict:
+    out = fact.to_dict()
+    out.pop("meta", None)
+    return out
+
+
+def _fact_dicts(facts: list[Fact], turns: list[Turn], extractor: Any, meta: dict | None) -> list[dict]:
+    """Facts in turn order, each with the time of its turn and its provenance meta."""
+    where = {t.bead: (i, t.ts) for i, t in enumerate(turns) if t.bead}
+    default_ts = next((t.ts for t in turns if t.ts is not None), None)
+    order = []
+    for n, fact in enumerate(facts):
+        pos, ts = where.get(fact.sources[0], (len(turns), default_ts)) if fact.sources else (len(turns), default_ts)
+        order.append((pos, n, fact, ts))
+    order.sort(key=lambda x: (x[0], x[1]))
+    out = []
+    for _, _, fact, ts in order:
+        item = fact.to_dict()
+        item["meta"] = {**(meta or {}), **(fact.meta or {}), "extractor": extractor.name}
+        version = getattr(extractor, "prompt_version", None)
+        if version:
+            item["meta"]["prompt_version"] = version
+        if ts is not None:
+            item["ts"] = ts
+        out.append(item)
+    return out
+
+
+# -- ingest ----------------------------------------------------------------------------------
+def _turn_of(bead: dict, content: str, user: str) -> Turn | None:
+    speaker = bead.get("speaker")
+    if not speaker and bead.get("role", "user") != "user":
+        return None
+    return Turn(content, speaker or None, bead.get("ts"), bead.get("id"), user)
+
+
+def beads_with_facts(mem: Any, user: str) -> set[str]:
+    """Bead ids that a stored memory other than a raw turn cites (their facts were extracted)."""
+    rows = mem.sql.conn.execute(
+        "SELECT DISTINCT json_extract(p.value, '$.bead') FROM memories m, json_each(m.provenance) p "
+        "WHERE m.user_id = ? AND m.source != 'ingest' AND json_type(p.value) = 'object'", (user,)).fetchall()
+    return {r[0] for r in rows if isinstance(r[0], str)}
+
+
+def stored_turns(mem: Any, bead_ids: Iterable[str], user: str, *, fresh: set[str]) -> list[Turn]:
+    """The stored beads as turns, in order: every ``fresh`` one, and the others only when no
+    fact cites them yet."""
+    done = beads_with_facts(mem, user) if set(bead_ids) - fresh else set()
+    out = []
+    for bead_id in dict.fromkeys(bead_ids):
+        if bead_id not in fresh and bead_id in done:
+            continue
+        bead = mem.log.get_bead(bead_id)
+        if bead is None or bead.get("user") != user:
+            continue
+        content = bead.get("content")
+        if content is None and bead.get("blob"):
+            content = mem.blobs.get(bead["blob"]).decode("utf-8", "replace")
+        turn = _turn_of(bead, content or "", user)
+        if turn is not None and turn.text.strip():
+            out.append(turn)
+    return out
+
+
+def extract_after_ingest(mem: Any, report: dict, *, user: str, agent: str | None) -> None:
+    """Extract from the turns an ingest stored or found; merges ``facts`` and ``llm`` (and the
+    rest of the extraction report under ``extract``) into the ingest ``report``."""
+    beads = report.pop("_beads", [])
+    fresh = set(report.pop("_fresh", []))
+    turns = stored_turns(mem, beads, user, fresh=fresh)
+    try:
+        result = extract_turns(mem, turns, user=user, agent=agent)
+    except BMError as exc:
+        exc.message += (f" — {report['ingested']} message(s) were stored, but no facts were extracted")
+        exc.hint = ((exc.hint + "; then " if exc.hint else "") +
+                    "re-run the same command with --extract: stored messages are not stored twice, "
+                    "and the facts of those without any are extracted")
+        raise
+    report["facts"] = result.pop("facts")
+    report["llm"] = result.pop("llm")
+    report["extract"] = result
+
+
+def dry_run_ingest(mem: Any, lines: Iterable[Any], *, user: str, skip_bad: bool, extract: bool) -> dict:
+    """What ``ingest(lines, extract=...)`` would do, storing nothing and calling no LLM."""
+    from ..clock import now_millis
+    from ..ingest import message_from_obj, message_key, parse_message
+
+    report: dict[str, Any] = {"dry_run": True, "lines": 0, "ingested": 0, "duplicates": 0, "bad": []}
+    turns: list[Turn] = []
+    known: list[str] = []
+    seen: set[str] = set()
+    with mem.log.read() as txn:
+        for lineno, line in enumerate(lines, 1):
+            report["lines"] = lineno
+            try:
+                msg = (message_from_obj(line, f"line {lineno}") if isinstance(line, dict)
+                       else parse_message(line, lineno))
+            except InvalidInput as exc:
+                if not skip_bad:
+                    exc.message += " — dry run: nothing was stored"
+                    exc.hint = "fix the line, or pass --skip-bad"
+                    raise
+                report["bad"].append({"line": lineno, "error": exc.message})
+                continue
+            if msg is None:
+                continue
+            key = message_key(user, msg)
+            stored = txn.get(key.encode(), db=mem.log.db["bead_keys"])
+            if key in seen or stored:
+                report["duplicates"] += 1
+                if stored:
+                    known.append(stored.decode())
+                continue
+            seen.add(key)
+            report["ingested"] += 1
+            if extract:
+                ts = msg["ts"] if msg["ts"] is not None else now_millis()
+                turn = _turn_of({"speaker": msg["speaker"], "role": msg["role"], "ts": ts}, msg["content"], user)
+                if turn is not None:
+                    turns.append(turn)
+    if extract:
+        turns = stored_turns(mem, known, user, fresh=set()) + turns
+        result = extract_turns(mem, turns, user=user, dry_run=True)
+        report["llm"] = result.pop("llm")
+        report["extract"] = result
+    return report

