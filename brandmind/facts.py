@@ -6,13 +6,19 @@ A *fact* is a memory with a structured triple (``subject``, ``predicate``,
 learned it; ``retired_at``: when bm stopped believing it).
 
 Reconciliation (:func:`reconcile`) compares a new fact with the *current*
-facts (``retired_at IS NULL``) of the same user and agent scope about the same
-subject (case- and space-insensitive): those with the same predicate (or its
-antonym: likes/dislikes), plus, for non-functional predicates, those whose
-vectors are close (cosine >= :data:`SIMILAR`).  An :class:`Arbiter` says for
-each candidate ``duplicate``, ``update``, ``contradiction`` or ``unrelated``:
-the :class:`RuleArbiter` by default, the Ollama one (``brandmind.extract.llm``,
-``LLMArbiter``) when config ``extractor = "llm"``.  Then, with world time:
+facts (``retired_at IS NULL``) of the same user and agent scope (an agent's
+fact is compared with its own and the user's global facts) about the same
+subject (case-, space- and punctuation-insensitive): for a functional predicate
+every current value of it; for another predicate those with the same object and
+the same predicate or its antonym (likes/dislikes); plus, for non-functional
+predicates, the facts about the subject whose vectors are close (cosine >=
+:data:`SIMILAR`; with the rules, which only ever call identical text a
+duplicate, the facts with identical text instead, which is much cheaper).  An
+:class:`Arbiter` says for each candidate ``duplicate``, ``update``,
+``contradiction`` or ``unrelated``: the :class:`RuleArbiter` by default, the
+Ollama one (``brandmind.extract.llm``, ``LLMArbiter``) when config
+``extractor = "llm"``; if it fails (BMError), the rules decide.  Then, with
+world time:
 
 * duplicate: the old fact is confirmed (``memory.confirm``), no new row.  (If
   the new one closes an open interval, i.e. carries an earlier ``valid_to``,
@@ -33,7 +39,9 @@ contradiction when exactly one of the two is negated, "no longer ...");
 functional predicate (:data:`FUNCTIONAL`), another object -> update; antonym
 predicates with the same object -> contradiction; identical text -> duplicate;
 anything else -> unrelated (rules never guess that two different statements
-conflict: unrelated facts must never be retired).
+conflict: unrelated facts must never be retired).  A fact is negated when it
+says so (``"negated": true``) or, failing that, when its text does ("no longer",
+"not ... anymore", "stopped", "quit"); a negated fact gets no graph edge.
 """
 from __future__ import annotations
 
@@ -165,8 +173,9 @@ def coerce_fact(obj: Any, *, max_chars: int = 16000) -> FactInput:
     if text is None or (isinstance(text, str) and not text.strip()):
         text = _sentence(subject, predicate, obj_, bool(negated))
     text = validate.text(text, limit=max_chars)
-    if negated is None:
-        negated = bool(_NEGATION.search(text))
+    if negated is None:  # "stopped"/"quit" may be the predicate itself ("Ann quit smoking")
+        found = _NEGATION.search(text)
+        negated = bool(found) and not set(found.group(0).casefold().split()) & set(predicate.split("_"))
     confidence = get("confidence")
     confidence = 0.8 if confidence is None else _unit(confidence, "confidence")
     importance = get("importance")

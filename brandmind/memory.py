@@ -177,9 +177,13 @@ class Memory:
             from .extract import Turn
             from .extract.run import extract_turns
 
-            report = extract_turns(self, [Turn(text, None, payload["ts"], None, payload["user"])],
-                                   user=payload["user"], agent=payload["agent"],
-                                   meta={"source_memory": payload["id"]})
+            try:
+                report = extract_turns(self, [Turn(text, None, payload["ts"], None, payload["user"])],
+                                       user=payload["user"], agent=payload["agent"],
+                                       meta={"source_memory": payload["id"]})
+            except BMError as exc:
+                exc.message += f" — the memory {payload['id']} was stored, but no facts were extracted"
+                raise
             return {**self.get(payload["id"]), "extract": report}
         return self.get(payload["id"])
 
@@ -702,8 +706,8 @@ class Memory:
                   ts: str | int | None = None, sources: Iterable[str] = (), arbiter: Any = None,
                   source: str = "fact") -> list[dict]:
         """:meth:`add_fact` for many facts, in order: a later fact is reconciled with the
-        earlier ones.  Every fact is validated before anything is stored, and the whole
-        batch is one op-log transaction (all or nothing)."""
+        earlier ones.  Every fact is validated before anything is stored; with the rules,
+        each chunk of 256 facts is one op-log transaction (all or nothing)."""
         from dataclasses import replace
 
         from . import facts as F
@@ -747,6 +751,7 @@ class Memory:
         ops: list[tuple[str, dict]] = []
         node_ids: dict[str, dict[tuple[str, str], str]] = {}  # user -> (type, norm name) -> node id
         results: list[dict] = []
+        c = self.sql.conn
 
         def node_for(u: str, name: str, type_: str) -> str:
             if u not in node_ids:  # the user's nodes, read once per batch
@@ -766,77 +771,90 @@ class Memory:
                                     "weight": 1.0, "evidence": [], "meta": {"verdict": verdict},
                                     "ts": now, "user": u}))
 
-        # Each fact's ops are applied to the index at once, inside one transaction that is then
-        # rolled back: reconciliation reads everything before it, the batch is one op-log
-        # transaction, and the index is brought up to date from the log as always.
-        c = self.sql.conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
-            for item in items:
-                u, first = item.user, len(ops)
-                vec = np.frombuffer(vectors[item.text], dtype=np.float32)
-                d = F.reconcile(self.sql, item, u, item.agent, lambda _text, v=vec: v, arbiter=arbiter, now=now)
-                item_ts = item.ts if item.ts is not None else now
-                provenance = [{"bead": b} for b in item.sources]
-                result = {"action": d.action, "retired": [], "arbiter": d.arbiter,
-                          "verdicts": [{"id": cid, "verdict": v} for cid, v in d.verdicts]}
-                if d.action == "confirmed":
-                    ops.append(("memory.confirm", {"id": d.confirm, "user": u, "ts": item_ts,
-                                                   "provenance": provenance}))
-                    result["id"] = d.confirm
-                else:
-                    mid = new_id("m")
-                    meta = {**item.meta, "confidence": item.confidence}
-                    if item.negated:
-                        meta["negated"] = True
-                    ops.append(("memory.add", {
-                        "id": mid, "text": item.text, "type": item.type, "user": u, "agent": item.agent,
-                        "importance": item.importance, "meta": meta, "source": source,
-                        "provenance": provenance, "valid_from": d.valid_from, "valid_to": d.valid_to,
-                        "ts": item_ts, "subject": item.subject, "predicate": item.predicate,
-                        "object": item.object}))
-                    s_node = node_for(u, item.subject, item.subject_type)
-                    o_node = node_for(u, item.object, item.object_type)
-                    edge_id = None
-                    if not item.negated:  # "no longer likes X" is no edge likes X
-                        edge_id = new_id("e")
-                        ops.append(("kg.edge", {
-                            "id": edge_id, "src": s_node, "dst": o_node, "predicate": item.predicate,
-                            "weight": item.confidence, "evidence": [mid], "meta": {}, "ts": now,
-                            "valid_from": d.valid_from, "valid_to": d.valid_to, "user": u}))
-                    for node in dict.fromkeys((s_node, o_node)):
-                        ops.append(("kg.mention", {"node": node, "memory": mid}))
-                    for old, verdict, valid_to in d.retire:
-                        ops.append(("memory.retire", {"id": old, "user": u, "retired_at": now,
-                                                      "valid_to": valid_to, "by": mid, "reason": verdict}))
-                        for (edge,) in c.execute("SELECT id FROM kg_edges WHERE evidence=? AND retired_at IS NULL",
-                                                 (json.dumps([old]),)).fetchall():
-                            ops.append(("kg.edge.retire", {"id": edge, "retired_at": now, "valid_to": valid_to}))
-                        link(u, mid, old, verdict)
-                        result["retired"].append(old)
-                    if d.superseded_by:  # the new fact is an older version of a current one
-                        ops.append(("memory.retire", {"id": mid, "user": u, "retired_at": now,
-                                                      "valid_to": d.valid_to, "by": d.superseded_by,
-                                                      "reason": "older version"}))
-                        if edge_id:
-                            ops.append(("kg.edge.retire", {"id": edge_id, "retired_at": now,
-                                                           "valid_to": d.valid_to}))
-                        link(u, d.superseded_by, mid, "older version")
-                        result["retired"].append(mid)
-                    result["id"] = mid
-                results.append(result)
-                for n, (kind, payload) in enumerate(ops[first:], first):
-                    apply_sql_side(self.sql, {"id": f"pending:{n}", "hlc": [now, n, "pending"], "kind": kind,
-                                              "payload": payload}, lambda text: vectors[text])
-        finally:
-            if c.in_transaction:
-                c.execute("ROLLBACK")
-        with self.log.write() as t:
-            for kind, payload in ops:
-                t.append(kind, payload)
-                if kind == "memory.add":
-                    t.cache_vector(self.sql.model, payload["text"], vectors[payload["text"]])
-        self._catch_up()
+        def plan(item: Any) -> dict:
+            """Reconcile one fact and append its ops; returns its result."""
+            u = item.user
+            vec = np.frombuffer(vectors[item.text], dtype=np.float32)
+            d = F.reconcile(self.sql, item, u, item.agent, lambda _text, v=vec: v, arbiter=arbiter, now=now)
+            item_ts = item.ts if item.ts is not None else now
+            provenance = [{"bead": b} for b in item.sources]
+            result = {"action": d.action, "retired": [], "arbiter": d.arbiter,
+                      "verdicts": [{"id": cid, "verdict": v} for cid, v in d.verdicts]}
+            if d.action == "confirmed":
+                ops.append(("memory.confirm", {"id": d.confirm, "user": u, "ts": item_ts,
+                                               "provenance": provenance}))
+                result["id"] = d.confirm
+            else:
+                mid = new_id("m")
+                meta = {**item.meta, "confidence": item.confidence}
+                if item.negated:
+                    meta["negated"] = True
+                ops.append(("memory.add", {
+                    "id": mid, "text": item.text, "type": item.type, "user": u, "agent": item.agent,
+                    "importance": item.importance, "meta": meta, "source": source,
+                    "provenance": provenance, "valid_from": d.valid_from, "valid_to": d.valid_to,
+                    "ts": item_ts, "subject": item.subject, "predicate": item.predicate,
+                    "object": item.object}))
+                s_node = node_for(u, item.subject, item.subject_type)
+                o_node = node_for(u, item.object, item.object_type)
+                edge_id = None
+                if not item.negated:  # "no longer likes X" is no edge likes X
+                    edge_id = new_id("e")
+                    ops.append(("kg.edge", {
+                        "id": edge_id, "src": s_node, "dst": o_node, "predicate": item.predicate,
+                        "weight": item.confidence, "evidence": [mid], "meta": {}, "ts": now,
+                        "valid_from": d.valid_from, "valid_to": d.valid_to, "user": u}))
+                for node in dict.fromkeys((s_node, o_node)):
+                    ops.append(("kg.mention", {"node": node, "memory": mid}))
+                for old, verdict, valid_to in d.retire:
+                    ops.append(("memory.retire", {"id": old, "user": u, "retired_at": now,
+                                                  "valid_to": valid_to, "by": mid, "reason": verdict}))
+                    for (edge,) in c.execute("SELECT id FROM kg_edges WHERE evidence=? AND retired_at IS NULL",
+                                             (json.dumps([old]),)).fetchall():
+                        ops.append(("kg.edge.retire", {"id": edge, "retired_at": now, "valid_to": valid_to}))
+                    link(u, mid, old, verdict)
+                    result["retired"].append(old)
+                if d.superseded_by:  # the new fact is an older version of a current one
+                    ops.append(("memory.retire", {"id": mid, "user": u, "retired_at": now,
+                                                  "valid_to": d.valid_to, "by": d.superseded_by,
+                                                  "reason": "older version"}))
+                    if edge_id:
+                        ops.append(("kg.edge.retire", {"id": edge_id, "retired_at": now,
+                                                       "valid_to": d.valid_to}))
+                    link(u, d.superseded_by, mid, "older version")
+                    result["retired"].append(mid)
+                result["id"] = mid
+            return result
+
+        # With the rules, facts go in chunks: each fact's ops are applied to the index at once,
+        # inside one transaction that is rolled back after the chunk, so a fact is reconciled
+        # with the earlier ones of its chunk; the chunk is one op-log transaction, and the
+        # index is then brought up to date from the log as always.  Another arbiter (an LLM:
+        # slow) takes the facts one at a time, holding no lock while it thinks.
+        size = INGEST_BATCH if type(arbiter) is F.RuleArbiter else 1
+        for chunk_start in range(0, len(items), size):
+            chunk = items[chunk_start:chunk_start + size]
+            ops.clear()
+            speculative = len(chunk) > 1
+            if speculative:
+                c.execute("BEGIN IMMEDIATE")
+            try:
+                for item in chunk:
+                    first = len(ops)
+                    results.append(plan(item))
+                    if speculative:
+                        for n, (kind, payload) in enumerate(ops[first:], first):
+                            apply_sql_side(self.sql, {"id": f"pending:{n}", "hlc": [now, n, "pending"],
+                                                      "kind": kind, "payload": payload}, lambda text: vectors[text])
+            finally:
+                if speculative and c.in_transaction:
+                    c.execute("ROLLBACK")
+            with self.log.write() as t:
+                for kind, payload in ops:
+                    t.append(kind, payload)
+                    if kind == "memory.add":
+                        t.cache_vector(self.sql.model, payload["text"], vectors[payload["text"]])
+            self._catch_up()
         for result in results:
             result["memory"] = self.get(result["id"])
         return results

@@ -199,9 +199,16 @@ def test_a_recent_turn_that_is_also_recalled_appears_once(ann):
 def test_beads_after_now_are_not_recent_and_other_users_never_appear(ann):
     with Memory() as mem:
         mem.remember("Bob lives in Porto and works at the Tidewater office too", user="bob")
+        mem.remember("Ann's travel agent books aisle seats", user="ann", agent="travel")
         res = mem.context(QUESTION, budget=4000, user="ann", now="2024-03-10T00:00:00Z")
+        then = mem.context(QUESTION, budget=4000, user="ann", as_of="2024-03-05")
         other = mem.context("Tidewater office", budget=4000, user="bob")
+        scoped = mem.context("seats", budget=4000, user="ann", agent="travel")
+        unscoped = mem.context("seats", budget=4000, user="ann", agent="other")
     assert res["sections"]["recent"] and all(b["ts"] < "2024-03-10" for b in res["sections"]["recent"])
+    assert then["sections"]["recent"] and all(b["ts"] < "2024-03-05" for b in then["sections"]["recent"])
+    assert any("aisle" in m["text"] for m in scoped["sections"]["memories"])
+    assert not any("aisle" in m["text"] for m in unscoped["sections"]["memories"])
     assert "Bob" not in res["text"]
     assert [m["text"] for m in other["sections"]["memories"]] == [
         "Bob lives in Porto and works at the Tidewater office too"]

@@ -230,10 +230,11 @@ def test_no_server_at_all_is_a_clean_error(store, bm, monkeypatch):
     sock.close()
     monkeypatch.setenv("BM_EXTRACTOR", "llm")
     monkeypatch.setenv("BM_OLLAMA_HOST", f"http://127.0.0.1:{port}")
-    line = assert_error(bm("remember", "I live in Lisbon.", "--user", "ann", "--extract"), 1, "Ollama")
+    line = assert_error(bm("remember", "I live in Lisbon.", "--user", "ann", "--extract"), 1, "Ollama",
+                        "was stored, but no facts were extracted")
     assert "ollama serve" in line
     with open_memory() as mem:
-        assert facts_of(mem) == []
+        assert facts_of(mem) == [] and mem.stats()["counts"]["memories"] == 1
 
 
 # -- the arbiter --------------------------------------------------------------------------------------

@@ -134,6 +134,22 @@ def test_negations_contradict_and_leave_no_positive_edge(mem):
     assert back["action"] == "contradicted" and back["retired"] == [res["id"]]
 
 
+@pytest.mark.parametrize("fact, negated", [
+    ({"predicate": "lives_in", "object": "Lisbon", "text": "Ann no longer lives in Lisbon"}, True),
+    ({"predicate": "likes", "object": "tea", "text": "Ann doesn't like tea anymore"}, True),
+    ({"predicate": "works_at", "object": "Acme", "text": "Ann stopped working at Acme"}, True),
+    ({"predicate": "likes", "object": "tea", "text": "Ann likes tea, not coffee"}, False),
+    ({"predicate": "quit", "object": "smoking"}, False),  # the predicate itself
+    ({"predicate": "likes", "object": "tea", "negated": True}, True),
+    ({"predicate": "likes", "object": "tea", "text": "Ann no longer likes tea", "negated": False}, False),
+])
+def test_negation_is_read_from_the_flag_or_the_text(fact, negated):
+    got = F.coerce_fact({"subject": "Ann", **fact})
+    assert got.negated is negated
+    if "text" not in fact:
+        assert ("no longer" in got.text) is negated
+
+
 def test_unrelated_multi_valued_facts_are_untouched(mem):
     tea = mem.add_fact({"subject": "Ann", "predicate": "likes", "object": "tea"}, user="ann")["id"]
     jazz = mem.add_fact({"subject": "Ann", "predicate": "likes", "object": "jazz"}, user="ann")
@@ -214,15 +230,24 @@ def test_an_arbiter_that_fails_falls_back_to_the_rules(mem):
     assert res["retired"] == [old] and res["arbiter"].startswith("rules (llm failed")
 
 
-def test_a_batch_sees_its_own_earlier_facts(mem):
+class SlowRules(F.RuleArbiter):
+    """Not the built-in rules: add_facts takes its facts one at a time (as for an LLM)."""
+
+
+@pytest.mark.parametrize("arbiter, chunk", [(None, 256), (None, 2), (SlowRules(), 256)])
+def test_a_batch_sees_its_own_earlier_facts(mem, monkeypatch, arbiter, chunk):
+    import brandmind.memory
+
+    monkeypatch.setattr(brandmind.memory, "INGEST_BATCH", chunk)
     results = mem.add_facts([
         {"subject": "Ann", "predicate": "lives_in", "object": "Lisbon", "ts": "2024-01-01"},
         {"subject": "Bob", "predicate": "likes", "object": "Lisbon"},
         {"subject": "Ann", "predicate": "lives_in", "object": "Porto", "ts": "2024-06-01"},
         {"subject": "Ann", "predicate": "lives_in", "object": "Porto", "ts": "2024-07-01"},
-    ], user="ann")
+    ], user="ann", arbiter=arbiter)
     assert [r["action"] for r in results] == ["added", "added", "updated", "confirmed"]
-    assert results[2]["retired"] == [results[0]["id"]]
+    assert results[2]["retired"] == [results[0]["id"]] and results[3]["id"] == results[2]["id"]
+    assert results[3]["memory"]["confirmations"] == 1 and results[0]["memory"]["retired_at"]
     # one Lisbon node shared by Ann's and Bob's facts
     assert mem.sql.conn.execute("SELECT count(*) FROM kg_nodes WHERE name='Lisbon'").fetchone()[0] == 1
 
@@ -592,6 +617,10 @@ def test_cli_remember_fact_and_facts_add(bm, store, tmp_path):
     one = bm("kg", "neighbors", "Ann", "-u", "ann", "--json").json()
     two = bm("kg", "neighbors", "Ann", "-u", "ann", "--radius", "2", "--json").json()
     assert one["radius"] == 1 and two["radius"] == 2 and len(two["nodes"]) >= len(one["nodes"])
+    # forgetting the user takes the facts and the graph with them
+    assert bm("forget", "--user", "ann", "--yes").code == 0
+    assert_error(bm("kg", "neighbors", "Ann", "-u", "ann"), 1, "Ann")
+    assert bm("memories", "list", "-u", "ann", "--json").json() == []
 
 
 @pytest.mark.parametrize("args, code, words", [

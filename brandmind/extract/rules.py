@@ -90,7 +90,7 @@ _NATIONALITIES = {
     "Bangladeshi", "Iranian", "Iraqi", "Israeli", "Egyptian", "Moroccan", "Nigerian", "Kenyan",
     "Ethiopian", "Ghanaian", "South", "African", "Australian", "Kiwi", "Asian", "European", "Latino",
     "Latina", "Hispanic", "Arab", "Jewish", "Muslim", "Christian", "Catholic", "Protestant", "Hindu",
-    "Buddhist", "Sikh", "Atheist", "Agnostic", "Mormon", "Republican", "Democrat", "Gemini", "Leo",
+    "Buddhist", "Sikh", "Atheist", "Agnostic", "Mormon", "Republican", "Democrat", "Gemini",
     "Virgo", "Libra", "Scorpio", "Aries", "Taurus", "Cancer", "Sagittarius", "Capricorn", "Aquarius",
     "Pisces", "Vegan", "Vegetarian", "Trans", "Gay", "Bi", "Queer", "Single", "Married", "Retired",
     "Back", "Home", "Done", "Here", "Fine", "Sorry", "Glad", "Excited", "Ready", "Tired", "Busy",
@@ -420,13 +420,14 @@ def _article(noun_phrase: str) -> str:
             else "a ") + noun_phrase
 
 
-def _names(text: str) -> str | None:
-    """A person's name at the start of ``text`` (one or two capitalised words), or None."""
+def _names(text: str, *, strict: bool = False) -> str | None:
+    """A person's name at the start of ``text`` (one or two capitalised words), or None.
+    ``strict`` also refuses words that are more often adjectives ("I'm Canadian")."""
     m = _NAME_RE.match(text)
     if not m:
         return None
     words = m.group(0).split()
-    bad = _NOT_NAMES | _NATIONALITIES | _LANGUAGES
+    bad = _NOT_NAMES | _NATIONALITIES | _LANGUAGES if strict else _NOT_NAMES | _LANGUAGES
     if words[0] in bad:
         return None
     end = m.end()
@@ -1013,7 +1014,7 @@ def _be(body: str, subject: str, first: bool, neg: str | None, ctx: _Ctx, *, per
     if first and not neg and not perfect:
         m = re.match(rf"^({_NAME})\s*$", body)
         if m:
-            name = _names(m.group(1))
+            name = _names(m.group(1), strict=True)
             if name and name not in _NATIONALITIES and not any(w in _NATIONALITIES for w in name.split()):
                 ctx.add(subject, "name", name, f"{subject}'s name is {name}", confidence=0.7)
 
@@ -1206,7 +1207,8 @@ def _event(ctx: _Ctx, subject: str, pred: str, text: str, verb_text: str, *, nee
         obj = _np(text, max_words=6, stop=_EVENT_STOP)
         if not obj or re.match(r"^(?:bed|sleep|work|school|church|class|lunch|dinner|breakfast|the bathroom|"
                                r"the toilet|the kitchen|the store|the shop|the shops|the gym|the office|"
-                               r"home|town|it|there|my|his|her|their|our|your)\b", obj, re.I):
+                               r"home|town|it|there|his|her|their|your|my (?:place|room|house|home|office|"
+                               r"desk|car|bed))\b", obj, re.I):
             return
         otype = "event"
     when = f" {span.describe()}" if span else ""
