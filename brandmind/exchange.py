@@ -53,7 +53,7 @@ def export_lines(mem: "Memory") -> Iterator[str]:
         node.pop("edges"), node.pop("memories")
         yield _line({"kind": "node", **node})
     for row in mem.sql.rows("SELECT * FROM kg_edges ORDER BY id"):
-        from .memory import _edge_out, _link_out
+        from .graph import _edge_out, _link_out
 
         times = {k: v for k, v in _link_out(row).items() if k in _EDGE_TIMES and v is not None}
         yield _line({"kind": "edge", **_edge_out(row), **times})

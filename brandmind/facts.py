@@ -42,17 +42,25 @@ anything else -> unrelated (rules never guess that two different statements
 conflict: unrelated facts must never be retired).  A fact is negated when it
 says so (``"negated": true``) or, failing that, when its text does ("no longer",
 "not ... anymore", "stopped", "quit"); a negated fact gets no graph edge.
+
+Storing (:func:`store_facts`, behind ``Memory.add_fact`` / ``Memory.add_facts``): each
+fact is reconciled, then written as its ops: ``memory.add`` (or ``memory.confirm``), the
+subject and object nodes (``kg.node``, an existing node of the user with the same type and
+normalised name is reused), the edge subject -predicate-> object (``kg.edge``), the
+mentions, and for each replaced fact ``memory.retire``, ``kg.edge.retire`` and a
+``contradicts`` link (brandmind/graph.py describes the graph).
 """
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from . import validate
-from .clock import now_millis, parse_time
+from .clock import new_id, now_millis, parse_time
 from .errors import BMError, InvalidInput
 
 # single-valued predicates: a new object replaces the old one
@@ -481,3 +489,162 @@ def current_sql(alias: str = "m", as_of: str | int | None = None, *, now: int | 
     return (f"(({a}.valid_from IS NULL OR {a}.valid_from <= ?) AND ({a}.valid_to IS NULL OR {a}.valid_to > ?) "
             f"AND NOT ({a}.retired_at IS NOT NULL AND {a}.valid_to IS NULL))", [d, d])
 
+
+
+# -- storing facts (Memory.add_fact / Memory.add_facts) -------------------------------------------
+def store_facts(mem: Any, facts: Iterable[Any], *, user: str | None = None, agent: str | None = None,
+                ts: str | int | None = None, sources: Iterable[str] = (), arbiter: Any = None,
+                source: str = "fact", chunk: int = 256) -> list[dict]:
+    """``Memory.add_facts``: validate every fact, reconcile each with the current facts and
+    the earlier ones of the batch, and append its ops; with the rules, ``chunk`` facts make
+    one op-log transaction (another arbiter takes them one at a time)."""
+    import numpy as np
+
+    from .projection import apply_sql_side
+
+    items = []
+    facts = list(facts)
+    default_ts = parse_time(ts, field="ts")
+    extra = [validate.name(s, what="source bead id") for s in sources]
+    for n, raw in enumerate(facts, 1):
+        try:
+            item = coerce_fact(raw, max_chars=mem.config.max_memory_chars)
+        except InvalidInput as exc:
+            if len(facts) > 1:
+                exc.message = f"fact {n}: {exc.message}"
+            raise
+        items.append(replace(
+            item, user=mem._user(item.user if item.user is not None else user),
+            agent=item.agent if item.agent is not None else (
+                validate.name(agent, what="agent") if agent is not None else None),
+            ts=item.ts if item.ts is not None else default_ts,
+            sources=list(dict.fromkeys([*item.sources, *extra]))))
+    if not items:
+        return []
+    arbiter = arbiter if arbiter is not None else default_arbiter(mem.config)
+    now = now_millis()
+    vectors: dict[str, bytes] = {}
+    missing = []
+    for item in items:
+        if item.text not in vectors:
+            raw_vec = mem.log.cached_vector(mem.sql.model, item.text)
+            if raw_vec is not None and len(raw_vec) == 4 * mem.sql.dim:
+                vectors[item.text] = raw_vec
+            else:
+                vectors[item.text] = b""
+                missing.append(item.text)
+    if missing:
+        for text, vec in zip(missing, mem._embed_docs(missing)):
+            vectors[text] = vec.tobytes()
+    _ensure_norm_function(mem.sql)
+    mem._catch_up()
+    ops: list[tuple[str, dict]] = []
+    node_ids: dict[str, dict[tuple[str, str], str]] = {}  # user -> (type, norm name) -> node id
+    results: list[dict] = []
+    c = mem.sql.conn
+
+    def node_for(u: str, name: str, type_: str) -> str:
+        if u not in node_ids:  # the user's nodes, read once per batch
+            node_ids[u] = {}
+            for node_id, node_type, node_name in mem.sql.conn.execute(
+                    "SELECT id, type, name FROM kg_nodes WHERE user_id=? ORDER BY created_at DESC, id DESC", (u,)):
+                node_ids[u][(node_type, norm(node_name))] = node_id  # the oldest wins
+        key = (type_, norm(name))
+        if key not in node_ids[u]:
+            node_ids[u][key] = new_id("n")
+            ops.append(("kg.node", {"id": node_ids[u][key], "user": u, "type": type_, "name": name,
+                                    "labels": [], "meta": {}, "ts": now}))
+        return node_ids[u][key]
+
+    def link(u: str, src: str, dst: str, verdict: str) -> None:
+        ops.append(("kg.edge", {"id": new_id("e"), "src": src, "dst": dst, "predicate": "contradicts",
+                                "weight": 1.0, "evidence": [], "meta": {"verdict": verdict},
+                                "ts": now, "user": u}))
+
+    def plan(item: Any) -> dict:
+        """Reconcile one fact and append its ops; returns its result."""
+        u = item.user
+        vec = np.frombuffer(vectors[item.text], dtype=np.float32)
+        d = reconcile(mem.sql, item, u, item.agent, lambda _text, v=vec: v, arbiter=arbiter, now=now)
+        item_ts = item.ts if item.ts is not None else now
+        provenance = [{"bead": b} for b in item.sources]
+        result = {"action": d.action, "retired": [], "arbiter": d.arbiter,
+                  "verdicts": [{"id": cid, "verdict": v} for cid, v in d.verdicts]}
+        if d.action == "confirmed":
+            ops.append(("memory.confirm", {"id": d.confirm, "user": u, "ts": item_ts,
+                                           "provenance": provenance}))
+            result["id"] = d.confirm
+        else:
+            mid = new_id("m")
+            meta = {**item.meta, "confidence": item.confidence}
+            if item.negated:
+                meta["negated"] = True
+            ops.append(("memory.add", {
+                "id": mid, "text": item.text, "type": item.type, "user": u, "agent": item.agent,
+                "importance": item.importance, "meta": meta, "source": source,
+                "provenance": provenance, "valid_from": d.valid_from, "valid_to": d.valid_to,
+                "ts": item_ts, "subject": item.subject, "predicate": item.predicate,
+                "object": item.object}))
+            s_node = node_for(u, item.subject, item.subject_type)
+            o_node = node_for(u, item.object, item.object_type)
+            edge_id = None
+            if not item.negated:  # "no longer likes X" is no edge likes X
+                edge_id = new_id("e")
+                ops.append(("kg.edge", {
+                    "id": edge_id, "src": s_node, "dst": o_node, "predicate": item.predicate,
+                    "weight": item.confidence, "evidence": [mid], "meta": {}, "ts": now,
+                    "valid_from": d.valid_from, "valid_to": d.valid_to, "user": u}))
+            for node in dict.fromkeys((s_node, o_node)):
+                ops.append(("kg.mention", {"node": node, "memory": mid}))
+            for old, verdict, valid_to in d.retire:
+                ops.append(("memory.retire", {"id": old, "user": u, "retired_at": now,
+                                              "valid_to": valid_to, "by": mid, "reason": verdict}))
+                for (edge,) in c.execute("SELECT id FROM kg_edges WHERE evidence=? AND retired_at IS NULL",
+                                         (json.dumps([old]),)).fetchall():
+                    ops.append(("kg.edge.retire", {"id": edge, "retired_at": now, "valid_to": valid_to}))
+                link(u, mid, old, verdict)
+                result["retired"].append(old)
+            if d.superseded_by:  # the new fact is an older version of a current one
+                ops.append(("memory.retire", {"id": mid, "user": u, "retired_at": now,
+                                              "valid_to": d.valid_to, "by": d.superseded_by,
+                                              "reason": "older version"}))
+                if edge_id:
+                    ops.append(("kg.edge.retire", {"id": edge_id, "retired_at": now,
+                                                   "valid_to": d.valid_to}))
+                link(u, d.superseded_by, mid, "older version")
+                result["retired"].append(mid)
+            result["id"] = mid
+        return result
+
+    # With the rules, facts go in chunks: each fact's ops are applied to the index at once,
+    # inside one transaction that is rolled back after the chunk, so a fact is reconciled
+    # with the earlier ones of its chunk; the chunk is one op-log transaction, and the
+    # index is then brought up to date from the log as always.  Another arbiter (an LLM:
+    # slow) takes the facts one at a time, holding no lock while it thinks.
+    size = chunk if type(arbiter) is RuleArbiter else 1
+    for chunk_start in range(0, len(items), size):
+        batch = items[chunk_start:chunk_start + size]
+        ops.clear()
+        speculative = len(batch) > 1
+        if speculative:
+            c.execute("BEGIN IMMEDIATE")
+        try:
+            for item in batch:
+                first = len(ops)
+                results.append(plan(item))
+                if speculative:
+                    for n, (kind, payload) in enumerate(ops[first:], first):
+                        apply_sql_side(mem.sql, {"id": f"pending:{n}", "hlc": [now, n, "pending"],
+                                                 "kind": kind, "payload": payload}, lambda text: vectors[text])
+        finally:
+            if speculative and c.in_transaction:
+                c.execute("ROLLBACK")
+        with mem.log.write() as t:
+            for kind, payload in ops:
+                t.append(kind, payload)
+                if kind == "memory.add":
+                    t.cache_vector(mem.sql.model, payload["text"], vectors[payload["text"]])
+        mem._catch_up()
+    for result in results:
+        result["memory"] = mem.get(result["id"])
+    return results

@@ -7,7 +7,6 @@ projection.py); every read goes to the projections.
 from __future__ import annotations
 
 import json
-import math
 import operator
 import os
 import shutil
@@ -16,10 +15,11 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from . import validate
+from . import graph, validate
 from .clock import iso, new_id, now_millis, parse_time
 from .config import Config
 from .errors import BMError, InvalidInput, NotFound, StoreCorrupt, StoreMissing, UsageError
+from .facts import store_facts
 from .ingest import message_key, parse_message
 from .oplog import BlobStore, OpLog
 from .projection import apply_log_side, apply_sql_side, hlc_key
@@ -630,61 +630,22 @@ class Memory:
         last[thread] = (ts, episode)
         return episode
 
-    # -- knowledge graph --------------------------------------------------------
+    # -- knowledge graph (brandmind/graph.py) ------------------------------------
     def kg_add_node(self, name: str, *, type: str = "entity", user: str | None = None,
                     labels: Iterable[str] = (), meta: dict | None = None) -> dict:
-        payload = {"id": new_id("n"), "user": self._user(user), "type": validate.name(type, what="node type"),
-                   "name": validate.text(name, what="node name", limit=512), "labels": list(labels),
-                   "meta": validate.meta(meta), "ts": now_millis()}
-        with self.log.write() as t:
-            t.append("kg.node", payload)
-        self._catch_up()
-        return self.kg_node(payload["id"])
+        return graph.add_node(self, name, type=type, user=user, labels=labels, meta=meta)
 
     def kg_node(self, ref: str, *, user: str | None = None) -> dict:
         """A node by id, or by exact name within the user's graph, with its edges and memories."""
-        rows = list(self.sql.rows("SELECT * FROM kg_nodes WHERE id=?", (ref,)))
-        if not rows:
-            rows = list(self.sql.rows("SELECT * FROM kg_nodes WHERE user_id=? AND name=? ORDER BY created_at",
-                                      (self._user(user), ref)))
-        if not rows:
-            raise NotFound(f"no graph node {ref!r}", hint="create one with `bm kg node NAME`")
-        if len(rows) > 1:
-            raise UsageError(f"{len(rows)} nodes are named {ref!r}", hint="refer to the node by its id")
-        node = _node_out(rows[0])
-        nid = node["id"]
-        node["edges"] = [_edge_out(e) for e in self.sql.rows(
-            "SELECT * FROM kg_edges WHERE src=? OR dst=? ORDER BY created_at, id", (nid, nid))]
-        node["memories"] = [r["memory_id"] for r in self.sql.rows(
-            "SELECT memory_id FROM kg_mentions WHERE node_id=? ORDER BY memory_id", (nid,))]
-        return node
+        return graph.get_node(self, ref, user=user)
 
     def kg_link(self, src: str, dst: str, predicate: str, *, weight: float = 1.0,
                 evidence: Iterable[str] = (), meta: dict | None = None, user: str | None = None) -> dict:
         """An edge ``src -predicate-> dst`` between nodes, or from a node to a memory (a mention)."""
-        a = self.kg_node(src, user=user)
-        if dst.startswith("m_") and predicate == "mentions":
-            self.get(dst)
-            with self.log.write() as t:
-                t.append("kg.mention", {"node": a["id"], "memory": dst})
-            self._catch_up()
-            return {"node": a["id"], "memory": dst, "predicate": "mentions"}
-        b = self.kg_node(dst, user=user)
-        try:
-            weight = float(weight)
-        except (TypeError, ValueError):
-            weight = float("nan")
-        if not math.isfinite(weight):  # NaN would be stored as NULL and the edge silently lost
-            raise InvalidInput(f"weight must be a finite number, got {weight!r}", hint="e.g. --weight 0.8")
-        payload = {"id": new_id("e"), "src": a["id"], "dst": b["id"],
-                   "predicate": validate.name(predicate, what="predicate"), "weight": weight,
-                   "evidence": list(evidence), "meta": validate.meta(meta), "ts": now_millis()}
-        with self.log.write() as t:
-            t.append("kg.edge", payload)
-        self._catch_up()
-        return _edge_out(next(self.sql.rows("SELECT * FROM kg_edges WHERE id=?", (payload["id"],))))
+        return graph.add_edge(self, src, dst, predicate, weight=weight, evidence=evidence, meta=meta, user=user)
 
-    # -- facts: bi-temporal facts, reconciliation, typed links, neighbours (brandmind/facts.py) --
+    # -- facts: bi-temporal facts, reconciliation (brandmind/facts.py); typed links,
+    #    versions, neighbours (brandmind/graph.py) ----------------------------------------------
     def add_fact(self, fact: Any, *, user: str | None = None, agent: str | None = None,
                  ts: str | int | None = None, sources: Iterable[str] = (), arbiter: Any = None,
                  source: str = "fact") -> dict:
@@ -708,156 +669,8 @@ class Memory:
         """:meth:`add_fact` for many facts, in order: a later fact is reconciled with the
         earlier ones.  Every fact is validated before anything is stored; with the rules,
         each chunk of 256 facts is one op-log transaction (all or nothing)."""
-        from dataclasses import replace
-
-        from . import facts as F
-
-        items = []
-        facts = list(facts)
-        default_ts = parse_time(ts, field="ts")
-        extra = [validate.name(s, what="source bead id") for s in sources]
-        for n, raw in enumerate(facts, 1):
-            try:
-                item = F.coerce_fact(raw, max_chars=self.config.max_memory_chars)
-            except InvalidInput as exc:
-                if len(facts) > 1:
-                    exc.message = f"fact {n}: {exc.message}"
-                raise
-            items.append(replace(
-                item, user=self._user(item.user if item.user is not None else user),
-                agent=item.agent if item.agent is not None else (
-                    validate.name(agent, what="agent") if agent is not None else None),
-                ts=item.ts if item.ts is not None else default_ts,
-                sources=list(dict.fromkeys([*item.sources, *extra]))))
-        if not items:
-            return []
-        arbiter = arbiter if arbiter is not None else F.default_arbiter(self.config)
-        now = now_millis()
-        vectors: dict[str, bytes] = {}
-        missing = []
-        for item in items:
-            if item.text not in vectors:
-                raw_vec = self.log.cached_vector(self.sql.model, item.text)
-                if raw_vec is not None and len(raw_vec) == 4 * self.sql.dim:
-                    vectors[item.text] = raw_vec
-                else:
-                    vectors[item.text] = b""
-                    missing.append(item.text)
-        if missing:
-            for text, vec in zip(missing, self._embed_docs(missing)):
-                vectors[text] = vec.tobytes()
-        F._ensure_norm_function(self.sql)
-        self._catch_up()
-        ops: list[tuple[str, dict]] = []
-        node_ids: dict[str, dict[tuple[str, str], str]] = {}  # user -> (type, norm name) -> node id
-        results: list[dict] = []
-        c = self.sql.conn
-
-        def node_for(u: str, name: str, type_: str) -> str:
-            if u not in node_ids:  # the user's nodes, read once per batch
-                node_ids[u] = {}
-                for node_id, node_type, node_name in self.sql.conn.execute(
-                        "SELECT id, type, name FROM kg_nodes WHERE user_id=? ORDER BY created_at DESC, id DESC", (u,)):
-                    node_ids[u][(node_type, F.norm(node_name))] = node_id  # the oldest wins
-            key = (type_, F.norm(name))
-            if key not in node_ids[u]:
-                node_ids[u][key] = new_id("n")
-                ops.append(("kg.node", {"id": node_ids[u][key], "user": u, "type": type_, "name": name,
-                                        "labels": [], "meta": {}, "ts": now}))
-            return node_ids[u][key]
-
-        def link(u: str, src: str, dst: str, verdict: str) -> None:
-            ops.append(("kg.edge", {"id": new_id("e"), "src": src, "dst": dst, "predicate": "contradicts",
-                                    "weight": 1.0, "evidence": [], "meta": {"verdict": verdict},
-                                    "ts": now, "user": u}))
-
-        def plan(item: Any) -> dict:
-            """Reconcile one fact and append its ops; returns its result."""
-            u = item.user
-            vec = np.frombuffer(vectors[item.text], dtype=np.float32)
-            d = F.reconcile(self.sql, item, u, item.agent, lambda _text, v=vec: v, arbiter=arbiter, now=now)
-            item_ts = item.ts if item.ts is not None else now
-            provenance = [{"bead": b} for b in item.sources]
-            result = {"action": d.action, "retired": [], "arbiter": d.arbiter,
-                      "verdicts": [{"id": cid, "verdict": v} for cid, v in d.verdicts]}
-            if d.action == "confirmed":
-                ops.append(("memory.confirm", {"id": d.confirm, "user": u, "ts": item_ts,
-                                               "provenance": provenance}))
-                result["id"] = d.confirm
-            else:
-                mid = new_id("m")
-                meta = {**item.meta, "confidence": item.confidence}
-                if item.negated:
-                    meta["negated"] = True
-                ops.append(("memory.add", {
-                    "id": mid, "text": item.text, "type": item.type, "user": u, "agent": item.agent,
-                    "importance": item.importance, "meta": meta, "source": source,
-                    "provenance": provenance, "valid_from": d.valid_from, "valid_to": d.valid_to,
-                    "ts": item_ts, "subject": item.subject, "predicate": item.predicate,
-                    "object": item.object}))
-                s_node = node_for(u, item.subject, item.subject_type)
-                o_node = node_for(u, item.object, item.object_type)
-                edge_id = None
-                if not item.negated:  # "no longer likes X" is no edge likes X
-                    edge_id = new_id("e")
-                    ops.append(("kg.edge", {
-                        "id": edge_id, "src": s_node, "dst": o_node, "predicate": item.predicate,
-                        "weight": item.confidence, "evidence": [mid], "meta": {}, "ts": now,
-                        "valid_from": d.valid_from, "valid_to": d.valid_to, "user": u}))
-                for node in dict.fromkeys((s_node, o_node)):
-                    ops.append(("kg.mention", {"node": node, "memory": mid}))
-                for old, verdict, valid_to in d.retire:
-                    ops.append(("memory.retire", {"id": old, "user": u, "retired_at": now,
-                                                  "valid_to": valid_to, "by": mid, "reason": verdict}))
-                    for (edge,) in c.execute("SELECT id FROM kg_edges WHERE evidence=? AND retired_at IS NULL",
-                                             (json.dumps([old]),)).fetchall():
-                        ops.append(("kg.edge.retire", {"id": edge, "retired_at": now, "valid_to": valid_to}))
-                    link(u, mid, old, verdict)
-                    result["retired"].append(old)
-                if d.superseded_by:  # the new fact is an older version of a current one
-                    ops.append(("memory.retire", {"id": mid, "user": u, "retired_at": now,
-                                                  "valid_to": d.valid_to, "by": d.superseded_by,
-                                                  "reason": "older version"}))
-                    if edge_id:
-                        ops.append(("kg.edge.retire", {"id": edge_id, "retired_at": now,
-                                                       "valid_to": d.valid_to}))
-                    link(u, d.superseded_by, mid, "older version")
-                    result["retired"].append(mid)
-                result["id"] = mid
-            return result
-
-        # With the rules, facts go in chunks: each fact's ops are applied to the index at once,
-        # inside one transaction that is rolled back after the chunk, so a fact is reconciled
-        # with the earlier ones of its chunk; the chunk is one op-log transaction, and the
-        # index is then brought up to date from the log as always.  Another arbiter (an LLM:
-        # slow) takes the facts one at a time, holding no lock while it thinks.
-        size = INGEST_BATCH if type(arbiter) is F.RuleArbiter else 1
-        for chunk_start in range(0, len(items), size):
-            chunk = items[chunk_start:chunk_start + size]
-            ops.clear()
-            speculative = len(chunk) > 1
-            if speculative:
-                c.execute("BEGIN IMMEDIATE")
-            try:
-                for item in chunk:
-                    first = len(ops)
-                    results.append(plan(item))
-                    if speculative:
-                        for n, (kind, payload) in enumerate(ops[first:], first):
-                            apply_sql_side(self.sql, {"id": f"pending:{n}", "hlc": [now, n, "pending"],
-                                                      "kind": kind, "payload": payload}, lambda text: vectors[text])
-            finally:
-                if speculative and c.in_transaction:
-                    c.execute("ROLLBACK")
-            with self.log.write() as t:
-                for kind, payload in ops:
-                    t.append(kind, payload)
-                    if kind == "memory.add":
-                        t.cache_vector(self.sql.model, payload["text"], vectors[payload["text"]])
-            self._catch_up()
-        for result in results:
-            result["memory"] = self.get(result["id"])
-        return results
+        return store_facts(self, facts, user=user, agent=agent, ts=ts, sources=sources, arbiter=arbiter,
+                           source=source, chunk=INGEST_BATCH)
 
     def history(self, memory_id: str) -> list[dict]:
         """The versions of a fact, oldest first (by world time, then system time): the
@@ -866,78 +679,13 @@ class Memory:
         superseded by, and those linked to it by ``contradicts``, followed transitively.
         Each is a memory (valid_from/valid_to, recorded_at/retired_at, confirmations,
         superseded_by) plus ``status`` (current | ended | retired) and ``reason``."""
-        from . import facts as F
-
-        self.get(memory_id)
-        F._ensure_norm_function(self.sql)
-        rows: dict[str, dict] = {}
-        todo = [memory_id]
-        while todo:
-            mid = todo.pop()
-            if mid in rows:
-                continue
-            found = list(self.sql.rows("SELECT * FROM memories WHERE id=?", (mid,)))
-            if not found:
-                continue
-            row = rows[mid] = found[0]
-            related = [r[0] for r in self.sql.conn.execute(
-                "SELECT id FROM memories WHERE superseded_by=? AND user_id=?", (mid, row["user_id"]))]
-            related += [r[0] for r in self.sql.conn.execute(
-                "SELECT CASE WHEN src=? THEN dst ELSE src END FROM kg_edges "
-                "WHERE predicate='contradicts' AND (src=? OR dst=?)", (mid, mid, mid))]
-            if row["superseded_by"]:
-                related.append(row["superseded_by"])
-            if row["subject"] is not None:
-                if row["predicate"] in F.FUNCTIONAL:
-                    same = ("predicate = ?", (row["predicate"],))
-                else:
-                    preds = [p for p in (row["predicate"], F.ANTONYMS.get(row["predicate"])) if p]
-                    same = (f"predicate IN ({','.join('?' * len(preds))}) AND bm_norm(object) = ?",
-                            (*preds, F.norm(row["object"])))
-                related += [r[0] for r in self.sql.conn.execute(
-                    f"SELECT id FROM memories WHERE user_id=? AND subject IS NOT NULL AND bm_norm(subject)=? "
-                    f"AND {same[0]}", (row["user_id"], F.norm(row["subject"]), *same[1]))]
-            todo.extend(r for r in related if r and r.startswith("m_") and r not in rows)
-        owner = rows[memory_id]["user_id"]
-        now = now_millis()
-        out = []
-        for row in sorted((r for r in rows.values() if r["user_id"] == owner),
-                          key=lambda r: (r["valid_from"] if r["valid_from"] is not None else r["created_at"],
-                                         r["recorded_at"] or 0, r["id"])):
-            item = _memory_out(row)
-            item["status"] = ("retired" if row["retired_at"] is not None else
-                              "ended" if row["valid_to"] is not None and row["valid_to"] <= now else "current")
-            item["reason"] = item["meta"].get("retired_reason")
-            out.append(item)
-        return out
+        return graph.history(self, memory_id)
 
     def link(self, src_id: str, dst_id: str, type: str, strength: float = 0.5) -> dict:
         """A typed link between two memories of one user (``facts.LINK_TYPES``: extends,
         contradicts, supports, ...) with a strength from 0 to 1: a kg_edges row between
         memory ids."""
-        from .facts import LINK_TYPES
-
-        if type not in LINK_TYPES:
-            raise InvalidInput(f"unknown link type {type!r}", hint="use one of: " + ", ".join(LINK_TYPES))
-        try:
-            value = float(strength) if not isinstance(strength, bool) else float("nan")
-        except (TypeError, ValueError):
-            value = float("nan")
-        if not 0.0 <= value <= 1.0:
-            raise InvalidInput(f"strength must be a number from 0 to 1, got {strength!r}",
-                               hint="e.g. --strength 0.8")
-        a, b = self.get(src_id), self.get(dst_id)
-        if src_id == dst_id:
-            raise InvalidInput("a memory cannot be linked to itself", hint="give two different memory ids")
-        if a["user"] != b["user"]:
-            raise InvalidInput(f"{src_id} and {dst_id} belong to different users",
-                               hint="links join memories of one user")
-        payload = {"id": new_id("e"), "src": src_id, "dst": dst_id, "predicate": type, "weight": value,
-                   "evidence": [], "meta": {}, "ts": now_millis(), "user": a["user"]}
-        with self.log.write() as t:
-            t.append("kg.edge", payload)
-        self._catch_up()
-        return _link_out(next(self.sql.rows("SELECT * FROM kg_edges WHERE id=?", (payload["id"],))))
+        return graph.link(self, src_id, dst_id, type, strength)
 
     def neighbors(self, ref: str, radius: int = 1, *, user: str | None = None,
                   include_retired: bool = False, limit: int = 500) -> dict:
@@ -946,86 +694,11 @@ class Memory:
         mentions, within the root's user.  Only current edges and memories (not retired,
         not ended) unless ``include_retired``.  Returns ``{"root", "radius", "nodes":
         [{id, kind: node|memory, name|text, type, hops}], "edges": [...], "truncated"}``."""
-        if isinstance(radius, bool) or not isinstance(radius, int) or not 1 <= radius <= 3:
-            raise UsageError(f"radius must be 1, 2 or 3, got {radius!r}", hint="e.g. --radius 2")
-        now = now_millis()
-        c = self.sql.conn
-        if ref.startswith("m_"):
-            root_row = next(self.sql.rows("SELECT * FROM memories WHERE id=?", (ref,)), None)
-            if root_row is None:
-                raise NotFound(f"no memory {ref!r}", hint="list ids with `bm memories list`")
-            root = _hop_memory(root_row, 0)
-        else:
-            root = _hop_node(self._find_node(ref, user), 0)
-        owner = root.pop("_user")
-        cur = "" if include_retired else " AND retired_at IS NULL AND (valid_to IS NULL OR valid_to > :now)"
-        seen: dict[str, dict] = {root["id"]: root}
-        edges: dict[tuple, dict] = {}
-        truncated = False
-
-        def visit(other: str, hop: int) -> dict | None:
-            if other in seen:
-                return seen[other]
-            if other.startswith("m_"):
-                row = next(self.sql.rows(f"SELECT * FROM memories WHERE id=:id AND user_id=:u{cur}",
-                                         {"id": other, "u": owner, "now": now}), None)
-                item = _hop_memory(row, hop) if row else None
-            else:
-                row = next(self.sql.rows("SELECT * FROM kg_nodes WHERE id=? AND user_id=?", (other, owner)), None)
-                item = _hop_node(row, hop) if row else None
-            if item is not None:
-                item.pop("_user")
-                seen[other] = item
-            return item
-
-        frontier = [root["id"]]
-        for hop in range(1, radius + 1):
-            nxt = []
-            for here in frontier:
-                links = [(e["src"] if e["dst"] == here else e["dst"], _link_out(e)) for e in self.sql.rows(
-                    f"SELECT * FROM kg_edges WHERE (src=:id OR dst=:id){cur} ORDER BY id", {"id": here, "now": now})]
-                if here.startswith("m_"):
-                    pairs = c.execute("SELECT node_id FROM kg_mentions WHERE memory_id=? ORDER BY node_id", (here,))
-                    links += [(n, {"src": n, "dst": here, "predicate": "mentions"}) for (n,) in pairs]
-                else:
-                    pairs = c.execute("SELECT memory_id FROM kg_mentions WHERE node_id=? ORDER BY memory_id", (here,))
-                    links += [(m, {"src": here, "dst": m, "predicate": "mentions"}) for (m,) in pairs]
-                for other, edge in links:
-                    if other not in seen and len(seen) > limit:
-                        truncated = True
-                        continue
-                    known = other in seen
-                    if visit(other, hop) is None:
-                        continue
-                    edges[(edge.get("id"), edge["src"], edge["dst"], edge["predicate"])] = edge
-                    if not known:
-                        nxt.append(other)
-            frontier = nxt
-        nodes = sorted((v for k, v in seen.items() if k != root["id"]),
-                       key=lambda v: (v["hops"], v["kind"], v["id"]))
-        return {"root": root, "radius": radius, "nodes": nodes,
-                "edges": sorted(edges.values(), key=lambda e: (e["src"], e["dst"], e["predicate"], e.get("id") or "")),
-                "truncated": truncated}
+        return graph.neighbors(self, ref, radius, user=user, include_retired=include_retired, limit=limit)
 
     def _find_node(self, ref: str, user: str | None) -> dict:
         """A graph node row by id, exact name or normalised name within the user's graph."""
-        from . import facts as F
-
-        rows = list(self.sql.rows("SELECT * FROM kg_nodes WHERE id=?", (ref,)))
-        if not rows:
-            u = self._user(user)
-            rows = list(self.sql.rows("SELECT * FROM kg_nodes WHERE user_id=? AND name=? ORDER BY created_at, id",
-                                      (u, ref)))
-            if not rows:
-                F._ensure_norm_function(self.sql)
-                rows = list(self.sql.rows("SELECT * FROM kg_nodes WHERE user_id=? AND bm_norm(name)=? "
-                                          "ORDER BY created_at, id", (u, F.norm(ref))))
-        if not rows:
-            raise NotFound(f"no graph node or memory {ref!r}",
-                           hint="give a node id or name (`bm kg show NAME`) or a memory id")
-        if len(rows) > 1:
-            raise UsageError(f"{len(rows)} nodes are named {ref!r}", hint="refer to the node by its id")
-        return rows[0]
+        return graph.find_node(self, ref, user)
 
     # -- maintenance -------------------------------------------------------------
     def rebuild(self, progress: Progress | None = None) -> dict:
@@ -1186,30 +859,3 @@ def _memory_out(row: dict) -> dict:
         "superseded_by": row.get("superseded_by"), "confirmations": row.get("confirmations") or 0,
     }
 
-
-def _node_out(row: dict) -> dict:
-    return {"id": row["id"], "user": row["user_id"], "type": row["type"], "name": row["name"],
-            "labels": json.loads(row["labels"]), "meta": json.loads(row["meta"]),
-            "created": iso(row["created_at"])}
-
-
-def _edge_out(row: dict) -> dict:
-    return {"id": row["id"], "src": row["src"], "dst": row["dst"], "predicate": row["predicate"],
-            "weight": row["weight"], "evidence": json.loads(row["evidence"]),
-            "meta": json.loads(row["meta"]), "created": iso(row["created_at"])}
-
-
-def _link_out(row: dict) -> dict:
-    """An edge or typed link with its world and system times."""
-    return {**_edge_out(row), "valid_from": iso(row.get("valid_from")), "valid_to": iso(row.get("valid_to")),
-            "recorded_at": iso(row.get("recorded_at")), "retired_at": iso(row.get("retired_at"))}
-
-
-def _hop_node(row: dict, hops: int) -> dict:
-    return {"id": row["id"], "kind": "node", "name": row["name"], "type": row["type"], "hops": hops,
-            "_user": row["user_id"]}
-
-
-def _hop_memory(row: dict, hops: int) -> dict:
-    return {"id": row["id"], "kind": "memory", "text": row["text"], "type": row["type"], "hops": hops,
-            "retired_at": iso(row.get("retired_at")), "_user": row["user_id"]}

@@ -13,7 +13,9 @@ Candidates (over-fetched, ``POOL`` of each):
 * conversation structure: the turns just before and after each candidate turn in its
   thread and episode (a run of turns without a long pause, set at ingest);
 * the knowledge graph: memories reached in 1-2 hops from the entities (and typed links)
-  of the best candidates.
+  of the best candidates;
+* recency and importance: the newest and the most important memories, when those
+  signals have weight.
 
 Every candidate then gets one score (weights from config, ``weight_*`` keys)::
 
@@ -237,6 +239,7 @@ class VectorMatrix:
 POOL = 200             # candidates taken from each of the vector and keyword signals
 GRAPH_SEEDS = 10       # the best candidates whose graph neighbourhood is explored
 GRAPH_HOPS = 2
+EXTRA_CANDIDATES = 20  # newest / most important memories added when those signals count
 _SPACE = re.compile(r"\s+")
 
 
@@ -549,6 +552,21 @@ class Searcher:
                     break
         return found
 
+    def _recent_and_important(self, f: Filters, w: Weights) -> set[int]:
+        """When recency or importance count, the newest and the most important memories
+        are candidates too (a signal adds candidates, not only boosts)."""
+        out: set[int] = set()
+        where, args = f.sql("m")
+        if w.recency:
+            out.update(r[0] for r in self.sql.conn.execute(
+                f"SELECT m.rowid FROM memories m WHERE {where} ORDER BY m.created_at DESC LIMIT ?",
+                [*args, EXTRA_CANDIDATES]))
+        if w.importance:
+            out.update(r[0] for r in self.sql.conn.execute(
+                f"SELECT m.rowid FROM memories m WHERE {where} AND m.importance > 0.5 "
+                f"ORDER BY m.importance DESC LIMIT ?", [*args, EXTRA_CANDIDATES]))
+        return out
+
     def _speakers_named(self, text: str, user: str) -> list[str]:
         """The speakers of the user's conversations that the query names (whole words)."""
         version = self.sql.conn.execute("PRAGMA data_version").fetchone()[0]
@@ -572,9 +590,10 @@ class Searcher:
             vec = self._vector_candidates(q.vector, f, n)
             kw = self._keyword_candidates(q.text, f, n)
         cos, bm = dict(vec), dict(kw)
+        extra = self._recent_and_important(f, w)
         vec_rank = {r: i for i, (r, _) in enumerate(vec, 1)}
         kw_rank = {r: i for i, (r, _) in enumerate(kw, 1)}
-        rows = self._rows(set(cos) | set(bm), f)
+        rows = self._rows(set(cos) | set(bm) | extra, f)
         cands = {r: _Cand(r, row, cos.get(r), bm.get(r)) for r, row in rows.items()}
         if not cands:
             return []

@@ -81,6 +81,8 @@ MIGRATIONS: list[tuple[str, Any]] = [
     # conversation structure for recall: a raw turn's thread, episode (a run of turns with
     # no long gap, see ingest) and speaker, read from its meta; virtual, so nothing is stored twice
     ("0004_turns", lambda dim: _turn_schema()),
+    # recall takes the user's most important memories as candidates
+    ("0005_importance", lambda dim: ["CREATE INDEX memories_importance ON memories(user_id, importance)"]),
 ]
 
 

@@ -4,8 +4,11 @@
 Runs the real `bm` CLI as subprocesses against a fresh store:
 
     bm init
-    bm ingest scripts/sample_conversation.jsonl
-    bm recall "<question>" -k 3 --json      (a few questions about Ann)
+    bm ingest scripts/sample_conversation.jsonl --extract    (turns + facts, rule-based)
+    bm recall "<question>" -k 3 --json      (a few questions about Ann, one with time words)
+    bm remember --fact '{...lives_in Porto...}'              (an update retires the old fact)
+    bm recall "Where does Ann live?" --type fact [--as-of 2024-06-01]
+    bm context "<task>" --budget 250                         (the block an agent prompts with)
     bm beads tail -n 5 --json
 
 and prints each command, a compact answer (top texts with scores) and how long
@@ -40,7 +43,10 @@ QUESTIONS = [
     ("What kind of food does Ann love?", "I love Thai food"),
     ("When does Ann fly to Kyoto?", "from April 15 to April 24"),
     ("What did Ann buy instead of a car?", "I'm selling the Clio and buying an e-bike"),
+    # time words are read relative to --now: "last Friday" of 2024-03-25 is 2024-03-22
+    ("What did the vet say last Friday?", "kidney values are stable"),
 ]
+QUESTION_NOW = "2024-03-25T09:00:00Z"
 
 
 def find_bm() -> str:
@@ -95,14 +101,15 @@ def main() -> int:
     failures: list[str] = []
     try:
         step.run("init", "--json")
-        report = json.loads(step.run("ingest", str(SAMPLE.relative_to(REPO)), "--json"))
-        print(f"  ingested {report['ingested']} messages ({report['duplicates']} already known)")
+        report = json.loads(step.run("ingest", str(SAMPLE.relative_to(REPO)), "--extract", "--json"))
+        print(f"  ingested {report['ingested']} messages ({report['duplicates']} already known); "
+              f"facts: {report['facts']}")
         n_lines = sum(1 for line in SAMPLE.open(encoding="utf-8") if line.strip())
         if report["ingested"] + report["duplicates"] != n_lines:
             failures.append(f"ingest stored {report['ingested']} of {n_lines} messages")
 
         for question, expected in QUESTIONS:
-            results = json.loads(step.run("recall", question, "-k", "3", "--json"))
+            results = json.loads(step.run("recall", question, "-k", "3", "--now", QUESTION_NOW, "--json"))
             hit = None
             for rank, r in enumerate(results, 1):
                 mark = " "
@@ -116,6 +123,23 @@ def main() -> int:
                 print(f"  MISSING: expected a memory containing {expected!r}")
             else:
                 print(f"  ok: answer at rank {hit}")
+
+        # facts over time: a new value of a single-valued predicate retires the old one
+        out = json.loads(step.run("remember", "--fact", json.dumps(
+            {"subject": "Ann", "predicate": "lives_in", "object": "Porto", "valid_from": "2024-09-01"}), "--json"))
+        print(f"  {out['action']}: {out['id']}, retired {out.get('retired')}")
+        for extra, expected in (([], "Porto"), (["--as-of", "2024-06-01"], "Lisbon")):
+            facts = json.loads(step.run("recall", "Where does Ann live?", "--type", "fact", "-k", "1", *extra, "--json"))
+            top = facts[0]["text"] if facts else "(nothing)"
+            print(f"  {top}  (valid {facts[0]['valid_from'] if facts else '-'} .. {facts[0]['valid_to'] if facts else '-'})")
+            if expected not in top:
+                failures.append(f"fact recall {extra or 'now'}: expected {expected!r}, got {top!r}")
+
+        block = json.loads(step.run("context", "Suggest a dinner place for Ann and Marco", "--budget", "250", "--json"))
+        print("  " + block["text"].replace("\n", "\n  "))
+        print(f"  -> {block['tokens']} of {block['budget']} tokens ({block['tokenizer']})")
+        if not 0 < block["tokens"] <= 250:
+            failures.append(f"context used {block['tokens']} tokens of a 250 budget")
 
         beads = json.loads(step.run("beads", "tail", "-n", "5", "--json"))
         for b in beads:

@@ -310,7 +310,7 @@ def test_ingest_dry_run_stores_nothing_and_lists_the_facts(store, bm, tmp_path):
     res = bm("ingest", path, "--user", "ann", "--extract", "--dry-run", "--json")
     assert res.code == 0, res
     report = res.json()
-    assert report["dry_run"] and report["ingested"] == 4
+    assert report["dry_run"] and report["would_ingest"] == 4 and "ingested" not in report
     assert report["llm"] == {"calls": 0, "tokens": 0, "capped": False}
     assert {f["predicate"] for f in report["extract"]["would_extract"]} == {"moved_to", "lives_in", "attended"}
     with open_memory() as mem:

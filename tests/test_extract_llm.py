@@ -187,7 +187,7 @@ def test_dry_run_makes_no_http_call(llm, bm, tmp_path):
     assert res.code == 0, res
     report = res.json()
     assert report["llm"]["calls"] == 3 and report["llm"]["tokens"] > 3 * MAX_OUTPUT_TOKENS
-    assert report["ingested"] == 45 and "would_extract" not in report["extract"]
+    assert report["would_ingest"] == 45 and "would_extract" not in report["extract"]
     assert llm.requests == [] and llm.chat_requests == []
     with open_memory() as mem:
         assert mem.stats()["counts"]["memories"] == 0

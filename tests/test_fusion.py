@@ -220,3 +220,38 @@ def test_explain_shows_each_signals_part(bm, store) -> None:
     res = bm("recall", "climbing gym last Tuesday", "--now", NOW, "--explain", "--json")
     top = res.json()[0]
     assert {"vector", "time"} <= set(top["signals"])
+
+
+def test_recency_and_importance_add_candidates_not_only_boosts(store) -> None:
+    with Memory() as mem:
+        mem.ingest([{"role": "user", "content": f"gardening note {i}: tomatoes need sun and water",
+                     "ts": f"2026-01-01T{i // 60:02d}:{i % 60:02d}:00Z"} for i in range(260)])
+        vital = mem.remember("the passport expires in March", importance=1.0, ts="2025-06-01T00:00:00Z")
+        newest = mem.remember("bought a red bicycle", ts="2026-11-20T00:00:00Z")
+        # neither shares a word with the query, and 260 turns outrank them on vectors:
+        # only the recency / importance candidates can bring them into the pool
+        assert newest["id"] not in [h["id"] for h in mem.recall("tomatoes sun water", k=5, now=NOW)]
+        mem.config.weight_recency = 5.0
+        hits = mem.recall("tomatoes sun water", k=1, now=NOW)
+        assert hits[0]["id"] == newest["id"] and hits[0]["signals"]["recency"]["age_days"] == 1.5
+        mem.config.weight_recency = 0.0
+        mem.config.weight_importance = 10.0
+        hits = mem.recall("tomatoes sun water", k=1, now=NOW)
+        assert hits[0]["id"] == vital["id"] and "importance" in hits[0]["signals"]
+
+
+def test_recall_returns_what_is_true_now_or_as_of_a_date(bm, store) -> None:
+    with Memory() as mem:
+        old = mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon",
+                            "valid_from": "2019-03-01"})["id"]
+        new = mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Porto",
+                            "valid_from": "2024-09-01"})["id"]
+        ended = mem.remember("Ann works at the bakery", ts="2020-01-01T00:00:00Z")
+        ids = [h["id"] for h in mem.recall("where does Ann live?", k=50)]
+        assert new in ids and old not in ids
+        ids = [h["id"] for h in mem.recall("where does Ann live?", k=50, as_of="2022-01-01")]
+        assert old in ids and new not in ids and ended["id"] in ids
+        assert [h["id"] for h in mem.recall("where does Ann live?", k=50, as_of="2018-01-01")
+                if h["id"] in (old, new)] == []
+    res = bm("recall", "where does Ann live", "--as-of", "2022-01-01", "--type", "fact", "-k", "1", "--json")
+    assert res.json()[0]["id"] == old and res.json()[0]["valid_to"].startswith("2024-09-01")

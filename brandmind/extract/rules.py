@@ -492,6 +492,8 @@ class _Ctx:
         obj = obj.strip()
         if not obj or not subject:
             return
+        if predicate == "name" and obj.casefold() == subject.casefold():
+            return  # "I'm Ann" said by Ann tells nothing new
         # the speaker's "my" and "me" inside a phrase ("visit my parents")
         obj = _MY.sub(f"{self.me}'s", _ME.sub(self.me, obj))
         text = _MY.sub(f"{self.me}'s", _ME.sub(self.me, text))

@@ -200,7 +200,7 @@ def dry_run_ingest(mem: Any, lines: Iterable[Any], *, user: str, skip_bad: bool,
     from ..clock import now_millis
     from ..ingest import message_from_obj, message_key, parse_message
 
-    report: dict[str, Any] = {"dry_run": True, "lines": 0, "ingested": 0, "duplicates": 0, "bad": []}
+    report: dict[str, Any] = {"dry_run": True, "lines": 0, "would_ingest": 0, "duplicates": 0, "bad": []}
     turns: list[Turn] = []
     known: list[str] = []
     seen: set[str] = set()
@@ -227,7 +227,7 @@ def dry_run_ingest(mem: Any, lines: Iterable[Any], *, user: str, skip_bad: bool,
                     known.append(stored.decode())
                 continue
             seen.add(key)
-            report["ingested"] += 1
+            report["would_ingest"] += 1
             if extract:
                 ts = msg["ts"] if msg["ts"] is not None else now_millis()
                 turn = _turn_of({"speaker": msg["speaker"], "role": msg["role"], "ts": ts}, msg["content"], user)
