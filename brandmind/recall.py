@@ -46,8 +46,9 @@ import numpy as np
 from .sqlstore import SQLStore
 
 RRF_K = 60
-COMMON_SHARE = 0.2     # keyword search skips words found in more than this share of memories
+COMMON_SHARE = 0.1     # keyword search skips words found in more than this share of memories
 COMMON_MIN_DOCS = 20   # ... once the store holds at least this many
+MAX_POSTINGS = 20_000  # ... and keeps its rarest words within this many documents in all
 # From this many vectors on, a search runs the keyword query in a second thread while
 # this one scans the matrix (SQLite and numpy's einsum both release the GIL).
 CONCURRENT_MIN_ROWS = 20_000
@@ -239,6 +240,7 @@ class VectorMatrix:
 POOL = 200             # candidates taken from each of the vector and keyword signals
 GRAPH_SEEDS = 10       # the best candidates whose graph neighbourhood is explored
 GRAPH_HOPS = 2
+NEIGHBOUR_SEEDS = 100  # the best candidates whose neighbouring turns join the pool
 EXTRA_CANDIDATES = 20  # newest / most important memories added when those signals count
 _SPACE = re.compile(r"\s+")
 
@@ -388,7 +390,17 @@ class Searcher:
         df = dict(c.execute(f"SELECT term, doc FROM memories_vocab WHERE term IN ({','.join('?' * len(terms))})",
                             terms).fetchall()) if terms else {}
         limit = COMMON_SHARE * total
-        return [w for w in words if not stems[w] or min(df.get(t, 0) for t in stems[w]) <= limit]
+        freq = {w: max((df.get(t, 0) for t in stems[w]), default=0) for w in words}
+        kept = [w for w in words if not stems[w] or min(df.get(t, 0) for t in stems[w]) <= limit]
+        # FTS5 scores every posting of every word: past MAX_POSTINGS, the most frequent of
+        # the kept words (the least informative to BM25) go, so a query's cost stays bounded
+        budget, keep = 0, set()
+        for w in sorted(kept, key=lambda w: (freq[w], w)):
+            if keep and budget + freq[w] > MAX_POSTINGS:
+                break
+            budget += freq[w]
+            keep.add(w)
+        return [w for w in kept if w in keep]
 
     def _memory_count(self) -> int:
         c = self.sql.conn
@@ -411,11 +423,11 @@ class Searcher:
         rows = self.sql.conn.execute(
             f"SELECT m.rowid, h.s FROM (SELECT rowid, bm25(memories_fts) AS s FROM memories_fts "
             f"WHERE memories_fts MATCH ? ORDER BY s, rowid LIMIT ?) AS h "
-            f"JOIN memories m ON m.rowid = h.rowid WHERE {where} ORDER BY h.s, m.rowid LIMIT ?",
+            f"JOIN memories m NOT INDEXED ON m.rowid = h.rowid WHERE {where} ORDER BY h.s, m.rowid LIMIT ?",
             [match, pool, *args, n]).fetchall()
         if len(rows) < n:
             rows = self.sql.conn.execute(
-                f"SELECT m.rowid, bm25(memories_fts) AS s FROM memories_fts JOIN memories m "
+                f"SELECT m.rowid, bm25(memories_fts) AS s FROM memories_fts JOIN memories m NOT INDEXED "
                 f"ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ? AND {where} "
                 f"ORDER BY s, m.rowid LIMIT ?", [match, *args, n]).fetchall()
         return [(r[0], -float(r[1])) for r in rows]
@@ -462,37 +474,51 @@ class Searcher:
         out: dict[int, dict] = {}
         for i in range(0, len(rowids), 900):
             chunk = rowids[i:i + 900]
-            for row in self.sql.rows(f"SELECT {_ROW_COLS} FROM memories m WHERE m.rowid IN "
+            # NOT INDEXED: look the rows up by rowid; otherwise SQLite may walk a user index
+            # (every row of the user) to apply `user_id = ?` (10 ms instead of 1 at 100,000)
+            for row in self.sql.rows(f"SELECT {_ROW_COLS} FROM memories m NOT INDEXED WHERE m.rowid IN "
                                      f"({','.join('?' * len(chunk))}) AND {where}", (*chunk, *args)):
                 out[row["rowid"]] = row
         return out
 
-    def _neighbours(self, cands: dict[int, _Cand], f: Filters) -> None:
-        """Link each candidate turn to the turns before and after it in its episode,
-        adding those turns to the pool."""
-        turns = [c.rowid for c in cands.values() if c.row["thread"] is not None and c.prev is None]
+    def _neighbours(self, cands: dict[int, _Cand], seeds: list[_Cand], f: Filters) -> list[_Cand]:
+        """Link each seed turn to the turns before and after it in its episode, adding
+        those turns to the pool; returns the candidates added."""
+        turns = [c.rowid for c in seeds if c.prev is None and c.next is None]
         if not turns:
-            return
+            return []
         pairs: dict[int, tuple[int | None, int | None]] = {}
         for i in range(0, len(turns), 400):
             chunk = turns[i:i + 400]
             rows = self.sql.conn.execute(
                 "SELECT m.rowid, "
                 "(SELECT p.rowid FROM memories p WHERE p.user_id = m.user_id AND p.thread = m.thread "
-                " AND p.episode = m.episode AND (p.created_at, p.rowid) < (m.created_at, m.rowid) "
+                " AND (p.created_at, p.rowid) < (m.created_at, m.rowid) "
                 " ORDER BY p.created_at DESC, p.rowid DESC LIMIT 1), "
                 "(SELECT n.rowid FROM memories n WHERE n.user_id = m.user_id AND n.thread = m.thread "
-                " AND n.episode = m.episode AND (n.created_at, n.rowid) > (m.created_at, m.rowid) "
+                " AND (n.created_at, n.rowid) > (m.created_at, m.rowid) "
                 " ORDER BY n.created_at, n.rowid LIMIT 1) "
                 f"FROM memories m WHERE m.rowid IN ({','.join('?' * len(chunk))})", chunk).fetchall()
             pairs.update({r[0]: (r[1], r[2]) for r in rows})
         wanted = {x for p in pairs.values() for x in p if x is not None and x not in cands}
-        for rowid, row in self._rows(wanted, f).items():
-            cands[rowid] = _Cand(rowid, row)
+        added = [_Cand(rowid, row) for rowid, row in self._rows(wanted, f).items()]
+        for c in added:
+            cands[c.rowid] = c
+        # the turn just before or after in the thread is a neighbour only within the episode
+        # (checked here: in SQL, looking for the nearest turn of the same episode would walk
+        # the whole thread from an episode's first or last turn)
+        pairs = {r: tuple(x if x in cands and cands[x].row["episode"] == cands[r].row["episode"] else None
+                          for x in pn) for r, pn in pairs.items()}
         for rowid, (prev, nxt) in pairs.items():
             c = cands[rowid]
             c.prev = prev if prev in cands else None
             c.next = nxt if nxt in cands else None
+            # adjacency goes both ways: the turn after a seed has the seed before it
+            if c.prev is not None and cands[c.prev].next is None:
+                cands[c.prev].next = rowid
+            if c.next is not None and cands[c.next].prev is None:
+                cands[c.next].prev = rowid
+        return added
 
     def _graph(self, seeds: list[_Cand], w: Weights) -> dict[str, tuple[float, dict]]:
         """Memories near the seeds in the graph: memory id -> (bonus, how it was reached).
@@ -597,7 +623,6 @@ class Searcher:
         cands = {r: _Cand(r, row, cos.get(r), bm.get(r)) for r, row in rows.items()}
         if not cands:
             return []
-        self._neighbours(cands, f)
         best_bm = max(bm.values(), default=0.0)
         speakers = self._speakers_named(q.text, f.user) if w.speaker else []
         named = speakers[0] if len(speakers) == 1 else None
@@ -607,31 +632,25 @@ class Searcher:
             for rowid, value in self._cosines(missing, q.vector).items():
                 cands[rowid].cos = value
             for c in items:
-                sig: dict[str, Any] = {}
-                total = 0.0
-
-                def add(name: str, part: float, **detail: Any) -> None:
-                    nonlocal total
-                    total += part
-                    sig[name] = {"score": round(part, 4), **detail}
-
-                add("vector", w.vector * (c.cos or 0.0), cosine=round(c.cos or 0.0, 4),
-                    rank=vec_rank.get(c.rowid))
+                # (contribution, details) per signal; rounded only for the results shown
+                parts: dict[str, tuple[float, dict]] = {
+                    "vector": (w.vector * (c.cos or 0.0), {"cosine": c.cos or 0.0, "rank": vec_rank.get(c.rowid)})}
                 if c.bm25 is not None and best_bm > 0:
-                    add("keyword", w.keyword * c.bm25 / best_bm, bm25=round(c.bm25, 4), rank=kw_rank[c.rowid])
+                    parts["keyword"] = (w.keyword * c.bm25 / best_bm, {"bm25": c.bm25, "rank": kw_rank[c.rowid]})
                 if named is not None and c.row["speaker"] == named and w.speaker:
-                    add("speaker", w.speaker, speaker=named)
+                    parts["speaker"] = (w.speaker, {"speaker": named})
                 t = c.row["valid_from"] if c.row["valid_from"] is not None else c.row["created_at"]
                 for win in q.windows:
                     if win.start <= t < win.end and w.time:
-                        add("time", w.time, phrase=win.phrase)
+                        parts["time"] = (w.time, {"phrase": win.phrase})
                         break
                 if w.recency:
                     age_days = max(0, q.now - c.row["created_at"]) / 86_400_000
-                    add("recency", w.recency * 0.5 ** (age_days / w.half_life_days), age_days=round(age_days, 1))
+                    parts["recency"] = (w.recency * 0.5 ** (age_days / w.half_life_days), {"age_days": age_days})
                 if w.importance and c.row["importance"] != 0.5:
-                    add("importance", w.importance * (c.row["importance"] - 0.5), importance=c.row["importance"])
-                c.base, c.signals = total, sig
+                    parts["importance"] = (w.importance * (c.row["importance"] - 0.5),
+                                           {"importance": c.row["importance"]})
+                c.base, c.signals = sum(v for v, _ in parts.values()), parts
 
         items = list(cands.values())
         base_scores(items)
@@ -640,7 +659,6 @@ class Searcher:
             reached = self._graph(seeds, w)
             if reached:
                 ids = list(reached)
-                known = {c.row["id"]: c for c in items}
                 new_rows = self.sql.rows(
                     f"SELECT rowid FROM memories WHERE id IN ({','.join('?' * len(ids))})", ids)
                 fresh = [r["rowid"] for r in new_rows if r["rowid"] not in cands]
@@ -648,12 +666,16 @@ class Searcher:
                 for c in added:
                     cands[c.rowid] = c
                 base_scores(added)
-                for c in (known.get(i) or next((a for a in added if a.row["id"] == i), None) for i in ids):
-                    if c is None:
-                        continue
-                    bonus, via = reached[c.row["id"]]
-                    c.base += bonus
-                    c.signals["graph"] = {"score": round(bonus, 4), **via}
+                by_id = {c.row["id"]: c for c in cands.values()}
+                for mid, (bonus, via) in reached.items():
+                    c = by_id.get(mid)
+                    if c is not None:
+                        c.base += bonus
+                        c.signals["graph"] = (bonus, via)
+        # the turns around the best candidate turns join the pool (their own base scores)
+        best = sorted(cands.values(), key=lambda c: (-c.base, c.rowid))[:NEIGHBOUR_SEEDS]
+        added = self._neighbours(cands, [c for c in best if c.row["thread"] is not None], f)
+        base_scores(added)
         items = list(cands.values())
         for c in items:
             near = [cands[x].base for x in (c.prev, c.next) if x is not None]
@@ -662,7 +684,7 @@ class Searcher:
             part = w.neighbor * max(near) if near else 0.0
             c.context = c.base + part
             if part:
-                c.signals["neighbor"] = {"score": round(part, 4)}
+                c.signals["neighbor"] = (part, {})
         best_in: dict[tuple, float] = {}
         for c in items:
             key = (c.row["thread"], c.row["episode"]) if c.row["thread"] is not None else ("", c.rowid)
@@ -672,7 +694,7 @@ class Searcher:
             part = w.episode * best_in[key]
             c.score = c.context + part
             if part:
-                c.signals["episode"] = {"score": round(part, 4)}
+                c.signals["episode"] = (part, {})
         ranked = sorted(items, key=lambda c: (-c.score, c.rowid))
         out, texts = [], set()
         for c in ranked:
@@ -680,7 +702,18 @@ class Searcher:
             if norm in texts:
                 continue
             texts.add(norm)
-            out.append({"rowid": c.rowid, "score": c.score, "signals": c.signals})
+            out.append({"rowid": c.rowid, "score": c.score, "signals": _shown(c.signals)})
             if len(out) >= q.k:
                 break
         return out
+
+
+def _shown(parts: dict[str, tuple[float, dict]]) -> dict[str, dict]:
+    """Signals as results carry them: each one's contribution and details, rounded."""
+    out = {}
+    for name, (value, detail) in parts.items():
+        shown = {"score": round(value, 4)}
+        for key, x in detail.items():
+            shown[key] = round(x, 1 if key == "age_days" else 4) if isinstance(x, float) else x
+        out[name] = shown
+    return out

@@ -53,3 +53,20 @@ def test_keyword_search_skips_words_found_in_most_memories(store) -> None:
         mem.forget_many([m["id"] for m in mem.list_memories(limit=1000)][:35])
         hits = mem.recall("Ann green tea", k=10)
         assert len([h for h in hits if "keyword" in h["signals"]]) > 1
+
+
+def test_keyword_search_keeps_its_rarest_words_within_a_postings_budget(store, monkeypatch) -> None:
+    import brandmind.recall as recall
+
+    with Memory() as mem:
+        mem.ingest([{"role": "user", "content": f"note {i} about the weather" + (" and the garden" if i < 5 else "")}
+                    for i in range(80)])
+        mem.remember("tulip bulbs go in the garden in autumn")  # "garden": 6 of 81, under the 10% share
+        monkeypatch.setattr(recall, "MAX_POSTINGS", 4)
+        # "garden" (6 memories) would overflow the budget once "tulip" (1) is in: it is dropped
+        assert mem.searcher._selective_words("tulip garden") == ["tulip"]
+        monkeypatch.setattr(recall, "MAX_POSTINGS", 20_000)
+        assert mem.searcher._selective_words("tulip garden") == ["tulip", "garden"]
+        # the rarest word always stays, even alone over the budget
+        monkeypatch.setattr(recall, "MAX_POSTINGS", 0)
+        assert mem.searcher._selective_words("garden weather") == ["garden"]
