@@ -62,6 +62,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 from . import validate
 from .clock import new_id, now_millis, parse_time
 from .errors import BMError, InvalidInput
+from .extract import Fact
 
 # single-valued predicates: a new object replaces the old one
 FUNCTIONAL = frozenset({"name", "lives_in", "works_at", "works_as", "is_married_to", "age"})
@@ -112,22 +113,9 @@ def predicate_name(value: Any) -> str:
 
 # -- the new fact ------------------------------------------------------------------------
 @dataclass
-class FactInput:
-    """A validated fact on its way in (field names as in ``brandmind.extract.Fact``)."""
-    text: str
-    subject: str
-    predicate: str
-    object: str
-    type: str = "fact"
-    valid_from: int | None = None
-    valid_to: int | None = None
-    confidence: float = 0.8
-    subject_type: str = "person"
-    object_type: str = "entity"
-    sources: list[str] = field(default_factory=list)
-    negated: bool = False
+class FactInput(Fact):
+    """A validated fact on its way in: an extracted ``Fact`` plus the memory's importance."""
     importance: float = 0.5
-    meta: dict = field(default_factory=dict)
     ts: int | None = None
     user: str | None = None
     agent: str | None = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Callable, Iterable, Iterator
 
 from . import validate
 from .clock import parse_time
@@ -76,3 +76,23 @@ def message_key(user: str, msg: dict) -> str:
         msg.get("thread") or "", str(msg.get("ts")), msg.get("speaker") or "", msg["content"],
     ]).encode()).hexdigest()
     return f"{user}\x1fh\x1f{digest}"
+
+
+def read_messages(lines: Iterable[str | bytes | dict], report: dict, *, skip_bad: bool,
+                  on_bad: Callable[[InvalidInput], None]) -> Iterator[dict]:
+    """The messages of a JSONL stream (or of dicts), in order; ``report["lines"]`` counts the
+    lines read.  A bad line goes to ``report["bad"]`` with ``skip_bad``; otherwise
+    ``on_bad(error)`` may finish what came before and reword the error, which is raised."""
+    for lineno, line in enumerate(lines, 1):
+        report["lines"] = lineno
+        try:
+            msg = (message_from_obj(line, f"line {lineno}") if isinstance(line, dict)
+                   else parse_message(line, lineno))
+        except InvalidInput as exc:
+            if not skip_bad:
+                on_bad(exc)
+                raise
+            report["bad"].append({"line": lineno, "error": exc.message})
+            continue
+        if msg is not None:
+            yield msg

@@ -20,7 +20,7 @@ from .clock import iso, new_id, now_millis, parse_time
 from .config import Config
 from .errors import BMError, InvalidInput, NotFound, StoreCorrupt, StoreMissing, UsageError
 from .facts import store_facts
-from .ingest import message_key, parse_message
+from .ingest import message_key, read_messages
 from .oplog import BlobStore, OpLog
 from .projection import apply_log_side, apply_sql_side, hlc_key
 from .recall import Filters, Searcher, keyword_query
@@ -512,8 +512,6 @@ class Memory:
         ``dry_run`` stores nothing and calls no LLM: it reports what would be ingested and,
         with ``extract``, the estimated LLM calls and tokens (rules: the facts found).
         """
-        from .ingest import message_from_obj
-
         user = self._user(user)
         agent = validate.name(agent, what="agent") if agent is not None else None
         if dry_run:
@@ -524,22 +522,14 @@ class Memory:
         if extract:  # the bead ids of the messages stored (and found stored) by this ingest
             report["_beads"], report["_fresh"] = [], []
         batch: list[dict] = []
-        for lineno, line in enumerate(lines, 1):
-            report["lines"] = lineno
-            try:
-                msg = (message_from_obj(line, f"line {lineno}") if isinstance(line, dict)
-                       else parse_message(line, lineno))
-            except InvalidInput as exc:
-                if not skip_bad:
-                    self._ingest_batch(batch, user, report)
-                    exc.message += (f" — {report['ingested']} message(s) before it were stored"
-                                    + (f", {report['duplicates']} already known" if report["duplicates"] else ""))
-                    exc.hint = "fix the line and re-run the same command: stored messages are not stored twice; or pass --skip-bad"
-                    raise
-                report["bad"].append({"line": lineno, "error": exc.message})
-                continue
-            if msg is None:
-                continue
+
+        def stop_at_bad_line(exc: InvalidInput) -> None:
+            self._ingest_batch(batch, user, report)
+            exc.message += (f" — {report['ingested']} message(s) before it were stored"
+                            + (f", {report['duplicates']} already known" if report["duplicates"] else ""))
+            exc.hint = "fix the line and re-run the same command: stored messages are not stored twice; or pass --skip-bad"
+
+        for msg in read_messages(lines, report, skip_bad=skip_bad, on_bad=stop_at_bad_line):
             batch.append(msg)
             if len(batch) >= INGEST_BATCH:
                 self._ingest_batch(batch, user, report)

@@ -198,27 +198,18 @@ def extract_after_ingest(mem: Any, report: dict, *, user: str, agent: str | None
 def dry_run_ingest(mem: Any, lines: Iterable[Any], *, user: str, skip_bad: bool, extract: bool) -> dict:
     """What ``ingest(lines, extract=...)`` would do, storing nothing and calling no LLM."""
     from ..clock import now_millis
-    from ..ingest import message_from_obj, message_key, parse_message
+    from ..ingest import message_key, read_messages
 
     report: dict[str, Any] = {"dry_run": True, "lines": 0, "would_ingest": 0, "duplicates": 0, "bad": []}
     turns: list[Turn] = []
     known: list[str] = []
     seen: set[str] = set()
+    def refuse(exc: InvalidInput) -> None:
+        exc.message += " — dry run: nothing was stored"
+        exc.hint = "fix the line, or pass --skip-bad"
+
     with mem.log.read() as txn:
-        for lineno, line in enumerate(lines, 1):
-            report["lines"] = lineno
-            try:
-                msg = (message_from_obj(line, f"line {lineno}") if isinstance(line, dict)
-                       else parse_message(line, lineno))
-            except InvalidInput as exc:
-                if not skip_bad:
-                    exc.message += " — dry run: nothing was stored"
-                    exc.hint = "fix the line, or pass --skip-bad"
-                    raise
-                report["bad"].append({"line": lineno, "error": exc.message})
-                continue
-            if msg is None:
-                continue
+        for msg in read_messages(lines, report, skip_bad=skip_bad, on_bad=refuse):
             key = message_key(user, msg)
             stored = txn.get(key.encode(), db=mem.log.db["bead_keys"])
             if key in seen or stored:
