@@ -1,9 +1,11 @@
 """The block an agent puts in its prompt: ``Memory.context`` / ``bm context``.
 
 Instead of the last N raw messages, an agent asks for the best context that fits
-a token budget.  Three sections, always in this order:
+a token budget.  Four sections, in this order, which is also their priority:
 
-``core``      core memory blocks, when the store has them (see ``core_blocks`` below);
+``core``      the core memory blocks of the user and of the agent (brandmind/blocks.py);
+``shared``    the shared blocks of the personas the user holds (what was learned serving
+              such users; never anyone's PII, see brandmind/pii.py);
 ``memories``  the memories ``Memory.recall`` finds for the query (agent and global
               scopes as recall merges them; retired facts never appear), each with its date;
 ``recent``    the last ``recent`` beads of the user's thread, oldest first.
@@ -14,12 +16,16 @@ Every candidate is rendered on its own (a line of the text block, or a JSON
 object) and its tokens counted with the documented counter (brandmind/tokens.py).
 Each has a value:
 
-* core blocks: always first (value 1e9: they go in while they fit, in their order);
+* core and shared blocks: they go in while they fit, in their order;
 * memories: recall's fused score divided by the best score (1.0 for the top hit;
   ``1 / rank`` when recall gives no score);
 * beads: recency, ``0.85 ** i`` for the i-th newest (1.0 for the last turn).
 
-Candidates are taken greedily by value per token (tokens below 8 count as 8, so
+Sections are filled in priority order: every core block that fits, then shared blocks,
+then recall's top memories (as many as a default recall returns: ``recall_agent_k`` +
+``recall_global_k``, 8), then the recent beads, then further memories in whatever room is
+left.  Within a tier, candidates are taken
+greedily by value per token (tokens below 8 count as 8, so
 a bare "ok" does not outrank a relevant memory only for being short); one is
 added when it, plus its section's header if the section is still empty, fits in
 what is left; otherwise it is skipped and smaller ones may still go in.  The same
@@ -59,12 +65,15 @@ can never pass for a header.  ``json``: the same sections as compact JSON
 (``{"memories": [...], "recent": [...]}``, empty sections left out); the budget
 then applies to that JSON string.
 
-Core memory hook
-----------------
-Core memory blocks arrive with issue 4.  If the Memory object has a callable
-``core_blocks``, it is called as ``core_blocks(user=..., agent=...)`` and may
-return strings or dicts with a ``label`` (or ``name``) and a ``value`` (or
-``text``/``content``); nothing else here depends on it.
+Blocks
+------
+Core blocks come from ``brandmind.blocks.core_blocks(mem, user=, agent=)`` (the
+user's own blocks, then the agent's blocks for that user), shared ones from
+``brandmind.blocks.shared_blocks(mem, user=)``: only the persona blocks of personas
+that user holds, so another user's private block can never reach this context.
+Blocks are read at call time, so an edit shows in the next context.  The budget is a
+hard limit even for core blocks: a core block too large for it is left out and
+listed in ``dropped`` (a block's own character limit keeps this rare).
 """
 from __future__ import annotations
 
@@ -79,8 +88,9 @@ from .clock import parse_time
 from .errors import UsageError
 from .tokens import TokenCounter, get_counter
 
-SECTIONS = ("core", "memories", "recent")
-HEADERS = {"core": "## Core memory", "memories": "## Relevant memories", "recent": "## Recent conversation"}
+SECTIONS = ("core", "shared", "memories", "recent")
+HEADERS = {"core": "## Core memory", "shared": "## Shared experience (persona)",
+           "memories": "## Relevant memories", "recent": "## Recent conversation"}
 FORMATS = ("text", "json")
 MAX_BUDGET = 1_000_000
 RECALL_K = 30          # memories asked of recall; the budget decides how many are kept
@@ -148,7 +158,7 @@ def build_context(mem: Any, query: str | bytes, *, budget: int = 2000, user: str
     user_name = mem._user(user)
 
     items: list[_Item] = []
-    items += _core_items(mem, user_name, agent)
+    items += _block_items(mem, user_name, agent)
     memories = _recall(mem, query, user_name, agent, now, as_of)
     cutoff = min((t for t in (now_ms, as_of_ms) if t is not None), default=None)
     beads = _recent_beads(mem, user_name, recent_n, cutoff, thread)
@@ -184,8 +194,13 @@ def build_context(mem: Any, query: str | bytes, *, budget: int = 2000, user: str
 
     # greedy by value per token; greedy by value alone guards against its known failure
     # (many short, weak items crowding out one long, strong one): the better total wins
-    chosen = fill(sorted(items, key=lambda it: (-it.density, rank[id(it)])))
-    by_value = fill(sorted(items, key=lambda it: (-it.value, rank[id(it)])))
+    # priority: core, shared, recall's top memories (as many as a default recall returns), the
+    # recent conversation, then further memories in whatever room is left
+    top = _top_memories(mem)
+    tier = {id(it): SECTIONS.index(it.section) + (2 if it.section == "memories" and it.order >= top else 0)
+            for it in items}
+    chosen = fill(sorted(items, key=lambda it: (tier[id(it)], -it.density, rank[id(it)])))
+    by_value = fill(sorted(items, key=lambda it: (tier[id(it)], -it.value, rank[id(it)])))
     if sum(it.value for it in by_value) > sum(it.value for it in chosen):
         chosen = by_value
 
@@ -208,26 +223,27 @@ def build_context(mem: Any, query: str | bytes, *, budget: int = 2000, user: str
             "format": format, "tokenizer": counter.name, "sections": sections, "dropped": dropped}
 
 
+def _top_memories(mem: Any) -> int:
+    config = getattr(mem, "config", None)
+    return int(getattr(config, "recall_agent_k", 5)) + int(getattr(config, "recall_global_k", 3))
+
+
 # -- candidates ---------------------------------------------------------------------
-def _core_items(mem: Any, user: str, agent: str | None) -> list[_Item]:
-    """Core memory blocks through the ``core_blocks`` hook (issue 4), if the store has one."""
-    hook = getattr(mem, "core_blocks", None)
-    if not callable(hook):
+def _block_items(mem: Any, user: str, agent: str | None) -> list[_Item]:
+    """The user's and agent's core blocks, then the shared blocks of the user's personas."""
+    try:
+        from .blocks import core_blocks, shared_blocks
+    except ImportError:  # pragma: no cover - a store without blocks support
         return []
-    blocks = hook(user=user, agent=agent) or []
     out = []
-    for i, block in enumerate(blocks):
-        if isinstance(block, str):
-            label, value = None, block
-        elif isinstance(block, dict):
-            label = block.get("label") or block.get("name")
-            value = next((block[k] for k in ("value", "text", "content") if block.get(k)), "")
-        else:
-            continue
-        if not str(value).strip():
-            continue
-        obj = {"label": label, "text": str(value)} if label else {"text": str(value)}
-        out.append(_Item("core", str(label or i), i, CORE_VALUE, obj))
+    for section, blocks in (("core", core_blocks(mem, user=user, agent=agent)),
+                            ("shared", shared_blocks(mem, user=user))):
+        for i, block in enumerate(blocks):
+            value = str(block.get("value") or "")
+            if not value.strip():
+                continue
+            obj = {"label": block["label"], "text": value}
+            out.append(_Item(section, f"{section}:{block['label']}", i, CORE_VALUE, obj))
     return out
 
 
@@ -341,7 +357,7 @@ def _indent(text: str) -> str:
 
 def _text_line(it: _Item) -> str:
     o = it.obj
-    if it.section == "core":
+    if it.section in ("core", "shared"):
         return f"{o['label']}: {_indent(o['text'])}" if o.get("label") else _indent(o["text"])
     if it.section == "memories":
         kind = "" if o.get("type") in ("fact", "episode", None) else f"({o['type']}) "

@@ -59,11 +59,28 @@ def export_lines(mem: "Memory") -> Iterator[str]:
         yield _line({"kind": "edge", **_edge_out(row), **times})
     for row in mem.sql.rows("SELECT * FROM kg_mentions ORDER BY node_id, memory_id"):
         yield _line({"kind": "mention", "node": row["node_id"], "memory": row["memory_id"]})
+    from . import skills, workspace
+
+    for rec in skills.export_records(mem):  # skills by name, then workspace files by user and path
+        yield _line(rec)
+    for rec in workspace.export_records(mem):
+        yield _line(rec)
+    from .blocks import export_records as block_records
+
+    for rec in block_records(mem):  # core memory blocks by id: definition and text
+        yield _line({"kind": "block", **rec})
+    from .personas import export_records as persona_records
+
+    for rec in persona_records(mem):  # personas by handle, assignments by user, agents' persona documents
+        yield _line(rec)
 
 
 def import_lines(mem: "Memory", lines: Iterable[str | bytes], batch: int = 256) -> dict:
     """Add every record not already in the store; all-or-nothing per batch of lines."""
     counts = {"bead": 0, "memory": 0, "node": 0, "edge": 0, "mention": 0, "skipped": 0}
+    counts.update({"skill": 0, "file": 0})
+    counts["block"] = 0
+    counts.update({"persona": 0, "persona_user": 0, "persona_doc": 0})
     pending: list[tuple[int, dict]] = []
     for lineno, line in enumerate(lines, 1):
         line = validate.utf8(line, what=f"line {lineno}", hint="is this a `bm export` file?")
@@ -74,7 +91,8 @@ def import_lines(mem: "Memory", lines: Iterable[str | bytes], batch: int = 256) 
         except json.JSONDecodeError as exc:
             raise InvalidInput(f"line {lineno}: not valid JSON ({exc.msg})",
                                hint="is this a `bm export` file? nothing from this batch was imported") from None
-        if not isinstance(rec, dict) or rec.get("kind") not in {"header", "bead", "memory", "node", "edge", "mention"}:
+        if not isinstance(rec, dict) or rec.get("kind") not in {"header", "bead", "memory", "node", "edge", "mention", "skill", "file", "block",
+                                                              "persona", "persona_user", "persona_doc"}:
             raise InvalidInput(f"line {lineno}: not a bm export record", hint="is this a `bm export` file?")
         if rec["kind"] == "header":
             if rec.get("format") != FORMAT:
@@ -94,6 +112,7 @@ def _import_batch(mem: "Memory", pending: list[tuple[int, dict]], counts: dict) 
         return
     c = mem.sql.conn
     texts, memories, ops = [], [], []
+    files: list = []  # workspace files, written once the batch's ops are in
     for lineno, rec in pending:
         try:
             kind = rec.pop("kind")
@@ -160,6 +179,33 @@ def _import_batch(mem: "Memory", pending: list[tuple[int, dict]], counts: dict) 
                 if rec.get("retired_at") is not None:
                     ops.append(("kg.edge.retire", {"id": rec["id"], "valid_to": None,
                                                    "retired_at": parse_time(rec["retired_at"], field="retired_at")}))
+            elif kind == "block":
+                from .blocks import import_ops
+
+                block_ops = import_ops(mem, rec)  # the limit is checked like any write
+                if block_ops is None:  # the store has that block
+                    counts["skipped"] += 1
+                    continue
+                ops.extend(block_ops)
+            elif kind in ("persona", "persona_user", "persona_doc"):
+                from .personas import import_ops as persona_ops
+
+                found = persona_ops(mem, kind, rec)
+                if found is None:  # the store has that persona, assignment or document version
+                    counts["skipped"] += 1
+                    continue
+                ops.extend(found)
+            elif kind in ("skill", "file"):
+                from . import skills, workspace
+
+                item = skills.import_payload(mem, rec) if kind == "skill" else workspace.import_record(mem, rec)
+                if item is None:  # a skill of that name, or a file at that path, exists
+                    counts["skipped"] += 1
+                    continue
+                if kind == "skill":
+                    ops.append(("skill.add", item))
+                else:
+                    files.append(item)
             else:
                 if c.execute("SELECT 1 FROM kg_mentions WHERE node_id=? AND memory_id=?",
                              (rec["node"], rec["memory"])).fetchone():
@@ -180,3 +226,7 @@ def _import_batch(mem: "Memory", pending: list[tuple[int, dict]], counts: dict) 
         for text, vec in zip(texts, vecs):
             t.cache_vector(mem.sql.model, text, vec.tobytes())
     mem._catch_up()
+    if files:
+        from .workspace import write_imported
+
+        write_imported(files)

@@ -266,6 +266,9 @@ class Memory:
             types=tuple(validate.memory_type(t) for t in types),
             since=parse_time(since, field="since"), until=parse_time(until, field="until"),
             now=now_ms, as_of=parse_time(as_of, field="as_of") if as_of is not None else None)
+        from .workspace import refresh as refresh_workspace
+
+        refresh_workspace(self, filters.user)  # re-index notes and profile files changed on disk
         qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
         if qvec.shape != (self.sql.dim,):
             from .errors import ModelMismatch
@@ -366,6 +369,178 @@ class Memory:
         return consolidate(self, user=user, threshold=threshold, dry_run=dry_run,
                            include_turns=include_turns)
 
+    # -- skills: procedural memory (brandmind/skills.py) -------------------------------
+    def skill_add(self, name: str, *, description: str | None = None, input_schema: dict | None = None,
+                  examples: list | None = None, tags: list[str] | None = None, version: str | None = None,
+                  body: str | None = None, source: str | None = None, meta: dict | None = None) -> dict:
+        """Add a skill, or update one (fields left None keep their values; the version may
+        not go backwards).  Returns the skill plus ``changed`` (False: identical, nothing stored)."""
+        from . import skills
+
+        return skills.add(self, name, description=description, input_schema=input_schema, examples=examples,
+                          tags=tags, version=version, body=body, source=source, meta=meta)
+
+    def skills(self, *, tag: str | None = None, full: bool = False) -> list[dict]:
+        """Every skill by name (``full``: with schema, examples, body, source, meta)."""
+        from . import skills
+
+        return skills.list_skills(self, tag=tag, full=full)
+
+    def skill_get(self, name: str) -> dict:
+        from . import skills
+
+        return skills.get(self, name)
+
+    def skill_remove(self, name: str) -> dict:
+        """Remove a skill (a later skill_add revives it); returns what was removed."""
+        from . import skills
+
+        return skills.remove(self, name)
+
+    def skill_match(self, query: str | bytes, k: int = 5) -> list[dict]:
+        """The skills that best fit a task, best first, each with ``score`` and ``signals``."""
+        from . import skills
+
+        return skills.match(self, query, k)
+
+    def skills_import(self, path: str | os.PathLike[str], skip_bad: bool = False) -> dict:
+        """Import a folder of SKILL.md skills: ``{"added", "updated", "unchanged", "bad"}``."""
+        from . import skills
+
+        return skills.import_dir(self, path, skip_bad=skip_bad)
+
+    # -- explicit memory: the user's workspace of files (brandmind/workspace.py) ------------
+    def workspace(self, user: str | None = None) -> Any:
+        """The user's workspace (``ls``, ``cat``, ``write``, ``append``, ``rm``, ``mv``,
+        ``find``, ``index``); notes and profile files are indexed for recall."""
+        from .workspace import Workspace
+
+        return Workspace(self, user)
+
+    # -- core memory blocks: CRDT text with a limit (brandmind/blocks.py) -------------
+    def block_list(self, user: str | None = None, agent: str | None = None) -> list[dict]:
+        """The user's blocks, their agents' (only ``agent``'s when given) and the shared
+        blocks of the personas they hold."""
+        from . import blocks
+
+        return blocks.list_blocks(self, user=user, agent=agent)
+
+    def block_get(self, label: str, user: str | None = None, agent: str | None = None,
+                  persona: str | None = None) -> dict:
+        """One block (a default label not written yet reads as empty with its defaults)."""
+        from . import blocks
+
+        return blocks.get_block(self, label, user=user, agent=agent, persona=persona)
+
+    def block_set(self, label: str, value: str | bytes, *, user: str | None = None, agent: str | None = None,
+                  persona: str | None = None, limit: int | None = None, description: str | None = None,
+                  read_only: bool | None = None, redact: bool = False, by_agent: bool | None = None) -> dict:
+        """Replace a block's text (as a diff, so concurrent edits elsewhere survive); creates
+        the block.  ``by_agent`` (default: ``agent`` given): read-only blocks refuse it.
+        Over the limit: InvalidInput, nothing written.  Persona blocks: PII guard (``redact``)."""
+        from . import blocks
+
+        return blocks.set_block(self, label, value, user=user, agent=agent, persona=persona, redact=redact,
+                                by_agent=by_agent, define={"limit": limit, "description": description,
+                                                           "read_only": read_only})
+
+    def block_append(self, label: str, text: str | bytes, *, user: str | None = None, agent: str | None = None,
+                     persona: str | None = None, redact: bool = False, by_agent: bool | None = None) -> dict:
+        """Add a line at the end of a block (concurrent appends both survive)."""
+        from . import blocks
+
+        return blocks.append_block(self, label, text, user=user, agent=agent, persona=persona, redact=redact,
+                                   by_agent=by_agent)
+
+    def block_replace(self, label: str, old: str | bytes, new: str | bytes, *, user: str | None = None,
+                      agent: str | None = None, persona: str | None = None, redact: bool = False,
+                      by_agent: bool | None = None) -> dict:
+        """Replace every occurrence of ``old`` (which must occur) with ``new``."""
+        from . import blocks
+
+        return blocks.replace_block(self, label, old, new, user=user, agent=agent, persona=persona,
+                                    redact=redact, by_agent=by_agent)
+
+    def block_define(self, label: str, *, limit: int | None = None, description: str | None = None,
+                     read_only: bool | None = None, user: str | None = None, agent: str | None = None,
+                     persona: str | None = None, by_agent: bool | None = None) -> dict:
+        """Create a block or change its limit / description / read-only flag."""
+        from . import blocks
+
+        return blocks.define_block(self, label, limit=limit, description=description, read_only=read_only,
+                                   user=user, agent=agent, persona=persona, by_agent=by_agent)
+
+    def core_blocks(self, user: str | None = None, agent: str | None = None) -> list[dict]:
+        """The user's and the agent's core blocks for a prompt (see blocks.core_blocks)."""
+        from . import blocks
+
+        return blocks.core_blocks(self, user=user, agent=agent)
+
+    def shared_blocks(self, user: str | None = None) -> list[dict]:
+        """The shared blocks of the personas the user holds (see blocks.shared_blocks)."""
+        from . import blocks
+
+        return blocks.shared_blocks(self, user=user)
+
+    def ensure_persona_block(self, handle: str) -> dict:
+        """Define ``<handle>_service_experience`` (8,000 characters) if it is missing."""
+        from . import blocks
+
+        return blocks.ensure_persona_block(self, handle)
+
+    # -- persona cohorts and the agent's persona document (brandmind/personas.py) -----------
+    def personas_available(self) -> list[dict]:
+        """Every persona an agent can record for a user (stored ones and built-in starters)."""
+        from . import personas
+
+        return personas.available(self)
+
+    def persona(self, handle: str) -> dict:
+        from . import personas
+
+        return personas.get(self, handle)
+
+    def persona_define(self, persona: dict) -> dict:
+        """Add or replace a persona ``{industry, role, description, typical_kpis, ...}``."""
+        from . import personas
+
+        return personas.define(self, persona)
+
+    def persona_record(self, user: str | None, handle: str, confidence: float = 1.0) -> dict:
+        """Record (or confirm) that ``user`` holds persona ``handle``; attaches its shared
+        ``<handle>_service_experience`` block to them."""
+        from . import personas
+
+        return personas.assign(self, self._user(user), handle, confidence)
+
+    def persona_unrecord(self, user: str | None, handle: str) -> dict:
+        from . import personas
+
+        return personas.unassign(self, self._user(user), handle)
+
+    def user_personas(self, user: str | None = None) -> list[dict]:
+        """The personas ``user`` holds, highest confidence first."""
+        from . import personas
+
+        return personas.user_personas(self, self._user(user))
+
+    def persona_detect(self, text: str | bytes, k: int = 3) -> list[dict]:
+        """The personas that best fit a piece of conversation, with a confidence from 0 to 1."""
+        from . import personas
+
+        return personas.detect(self, text, k)
+
+    def persona_doc(self, agent: str = "default") -> dict:
+        from . import personas
+
+        return personas.get_doc(self, agent)
+
+    def persona_doc_put(self, doc: dict, *, agent: str = "default", merge: bool = False) -> dict:
+        """Store a new version of the agent's persona document (see brandmind/personas.py)."""
+        from . import personas
+
+        return personas.put_doc(self, doc, agent=agent, merge=merge)
+
     # -- forgetting -----------------------------------------------------------
     def forget(self, memory_id: str) -> dict:
         """Remove a memory from every projection; the log keeps a tombstone op."""
@@ -386,7 +561,8 @@ class Memory:
         self._catch_up()
 
     def forget_user(self, user: str) -> dict:
-        """Forget everything of one user: memories, beads, graph nodes."""
+        """Forget everything of one user: memories, beads, graph nodes, core blocks (their
+        edits of shared persona blocks stay, without their name: see brandmind/blocks.py)."""
         user = validate.name(user, what="user")
         counts = self.stats(user=user)["counts"]
         with self.log.write() as t:
@@ -402,6 +578,9 @@ class Memory:
                 if _owned_by(old, user, nodes):
                     t.redact(old["id"], _redacted(old))
         self._catch_up()
+        from .workspace import forget_user_files
+
+        counts["files"] = forget_user_files(self, user)  # the workspace (its chunks went above)
         return counts
 
     def match(self, query: str, *, user: str | None = None, agent: str | None = None,
@@ -804,6 +983,9 @@ class Memory:
             check("embedder", False, exc.message, exc.hint)
         free = shutil.disk_usage(self.paths.data_dir).free
         check("disk", free > 200 * 2**20, f"{free / 2**30:.1f} GiB free", "free some disk space")
+        from .blocks import doctor_check
+
+        check(*doctor_check(self))  # blocks over their limit after a merge, updates waiting
         return checks
 
 
@@ -819,11 +1001,23 @@ def _owned_by(op: dict, user: str, nodes: set[str] = frozenset()) -> bool:
         return p.get("user") == user
     if kind == "kg.edge":
         return p.get("user") == user or p.get("src") in nodes or p.get("dst") in nodes
+    if kind in ("block.define", "block.update"):
+        from .blocks import owned_by
+
+        return owned_by(op, user)
+    if kind in ("persona.assign", "persona.unassign"):  # which personas the user held
+        return p.get("user") == user
     return kind == "kg.mention" and p.get("node") in nodes
 
 
 def _redacted(op: dict) -> dict:
     p = op["payload"]
+    if op["kind"] in ("persona.assign", "persona.unassign"):
+        return {"redacted": True}
+    if op["kind"] in ("block.define", "block.update"):
+        from .blocks import redacted
+
+        return redacted(op)  # their own blocks: nothing; shared-block edits: without their name
     if op["kind"] == "bead.add":
         return {"id": p["bead"]["id"], "redacted": True}
     if op["kind"] == "kg.mention":

@@ -31,7 +31,8 @@ Op kinds and their payloads:
                    updated_at = max(updated_at, ts).  It never reads the merged rows, so
                    forgetting one later changes nothing on replay.  No text in the payload
 ``memory.forget`` {id}: remove wins; the id is tombstoned, so a late add cannot resurrect it
-``user.forget``   {user}: every memory, bead and graph node of the user goes
+``user.forget``   {user}: every memory, bead and graph node of the user goes, and their
+                   persona assignments
 ``kg.node``       {id, user, type, name, labels, meta, ts}
 ``kg.edge``       {id, src, dst, predicate, weight, evidence, meta, ts, valid_from?, valid_to?,
                    user?, recorded_at?}: src/dst are node ids (``n_``) or memory ids (``m_``: a
@@ -42,12 +43,48 @@ Op kinds and their payloads:
                    given (commutes); a missing edge: no-op
 ``kg.mention``    {node, memory}: a node is mentioned by (linked to) a memory; skipped when
                    the memory is tombstoned
+``block.define``  {id, scope, user, agent, persona, label, description, limit, read_only,
+                   explicit}: a core memory block (brandmind/blocks.py); id = hash of scope,
+                   owner and label, so replicas defining the same block converge.  Merge: per
+                   field of ``explicit``, LWW by HLC; fields nobody set keep the label's default
+``block.update``  {id, scope, origin, seq, update, deps, user, agent}: one write to a block as
+                   a base64 pycrdt update.  Merge: CRDT text, applied per origin strictly in
+                   ``seq`` order and only once the block's state vector covers ``deps`` (the
+                   writer's state vector); others wait in ``block_updates`` until the gap
+                   fills (pycrdt 0.14.13 diverges otherwise).  Over-limit merge results are
+                   kept and flagged ``over_limit`` (never truncated).  Both kinds are ignored
+                   for a user/agent block whose owner was forgotten at a later HLC;
+                   ``user.forget`` drops the user's own blocks and nulls their name on their
+                   earlier persona-block updates (``redacted`` in blocks.py)
+``skill.add``     {name, description, input_schema, examples, tags, version, body, source,
+                   meta, ts}: the whole skill (brandmind/skills.py).  Merge: the visible skill
+                   of a name is, among its adds stamped after its latest remove, the one with
+                   the highest version, ties broken by the later HLC (a max over a total
+                   order: commutes; dominated adds are dropped, order-independently)
+``skill.remove``  {name, ts}: hides every add of the name stamped before it (latest remove
+                   HLC = max); a later add revives the skill
+``persona.define`` {handle, industry, role, description, typical_kpis, typical_motivations,
+                   quintessential_queries, keywords, source, ts, created_at?}: a persona
+                   (brandmind/personas.py).  Merge: LWW by HLC for the definition;
+                   created_at = min over all defines
+``persona.assign`` {user, handle, confidence, discovered_at, last_confirmed}: the user holds
+                   the persona.  Merge per (user, handle): discovered_at = min, last_confirmed =
+                   max, confidence = that of the assign with the highest HLC; skipped when the
+                   user was forgotten at a later HLC
+``persona.unassign`` {user, handle}: LWW against assign: the user holds the persona iff the
+                   max assign HLC > the max unassign HLC (both kept as max: commutes)
+``persona.doc``   {agent, doc: {id, name, version, description, goals, norms, traits, skills},
+                   ts}: the agent's persona document; the highest (version, HLC) wins (writers
+                   must raise the version; equal versions from two replicas: LWW by HLC)
+(workspace files, brandmind/workspace.py, are indexed as ``memory.add`` ops with meta
+ kind "file" and dropped with ``memory.forget``; no op kind of their own)
 
 ``memory.add`` payloads of forgotten memories are redacted in the log to
 ``{"id": ..., "redacted": true}``, which applies as nothing; so are the
 ``memory.add``, ``bead.add`` and ``kg.node`` payloads of a forgotten user
 (those stamped before the ``user.forget``), and their ``memory.retire``,
-``memory.confirm``, ``memory.merge`` and ``kg.edge`` ops (memory.py ``_owned_by``).  Forgetting a
+``memory.confirm``, ``memory.merge`` and ``kg.edge`` ops, and their ``persona.assign`` /
+``persona.unassign`` ops (to ``{"redacted": true}``) (memory.py ``_owned_by``).  Forgetting a
 memory also removes its mentions, its typed links and the graph edges whose only
 evidence it is.
 """
@@ -116,6 +153,16 @@ def apply_sql_side(sql: SQLStore, op: dict, vector_for: VectorFor) -> None:
         for node in nodes:
             _delete_node(sql, node)
         c.execute("INSERT OR REPLACE INTO tombstones VALUES(?,?)", ("user:" + user, hlc_key(op["hlc"])))
+        from . import blocks
+
+        blocks.forget_user(sql, user, hlc_key(op["hlc"]))
+        from . import personas
+
+        personas.forget_user_sql(sql, user)
+    elif kind in ("block.define", "block.update"):
+        from . import blocks
+
+        blocks.apply_op(sql, op)
     elif kind == "kg.node":
         c.execute("INSERT OR IGNORE INTO kg_nodes VALUES(?,?,?,?,?,?,?)",
                   (p["id"], p["user"], p["type"], p["name"], json.dumps(p.get("labels", [])),
@@ -136,6 +183,14 @@ def apply_sql_side(sql: SQLStore, op: dict, vector_for: VectorFor) -> None:
         if _forgotten(sql, p["memory"]):
             return
         c.execute("INSERT OR IGNORE INTO kg_mentions VALUES(?,?)", (p["node"], p["memory"]))
+    elif kind in ("skill.add", "skill.remove"):
+        from . import skills
+
+        skills.apply_op(sql, op)
+    elif kind in ("persona.define", "persona.assign", "persona.unassign", "persona.doc"):
+        from . import personas
+
+        personas.apply_op(sql, op)
 
 
 def _forgotten(sql: SQLStore, memory_id: str) -> bool:

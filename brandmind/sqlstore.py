@@ -83,7 +83,31 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0004_turns", lambda dim: _turn_schema()),
     # recall takes the user's most important memories as candidates
     ("0005_importance", lambda dim: ["CREATE INDEX memories_importance ON memories(user_id, importance)"]),
+    # core memory blocks: merged CRDT state and text, define and update ops (brandmind/blocks.py)
+    ("0006_blocks", lambda dim: _blocks_schema()),
+    # personas, who holds them, and the agents' persona documents (brandmind/personas.py)
+    ("0007_personas", lambda dim: _personas_schema()),
+    # skills (brandmind/skills.py) and the workspace's file index (brandmind/workspace.py)
+    ("0008_skills", lambda dim: _skills_schema()),
 ]
+
+
+def _personas_schema() -> list[str]:
+    from . import personas
+
+    return list(personas.SCHEMA)
+
+
+def _skills_schema() -> list[str]:
+    from . import skills, workspace
+
+    return [*skills.SCHEMA, *workspace.SCHEMA]
+
+
+def _blocks_schema() -> list[str]:
+    from .blocks import schema
+
+    return schema()
 
 
 def _turn_schema() -> list[str]:

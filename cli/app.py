@@ -12,7 +12,11 @@ from typing import Annotated, Optional
 import typer
 
 from . import admin, beads, facts, graph, memories
+from . import blocks as blocks_cmd
 from . import context as context_cmd
+from . import fs as fs_cmd
+from . import personas as personas_cmd
+from . import skills as skills_cmd
 
 app = typer.Typer(
     name="bm",
@@ -52,6 +56,10 @@ app.add_typer(beads.beads_app, name="beads")
 app.add_typer(memories.memories_app, name="memories")
 app.add_typer(graph.kg_app, name="kg")
 app.add_typer(facts.facts_app, name="facts")
+app.add_typer(blocks_cmd.block_app, name="block")
+app.add_typer(skills_cmd.skill_app, name="skill")
+app.add_typer(fs_cmd.fs_app, name="fs")
+app.add_typer(personas_cmd.persona_app, name="persona")
 app.command()(admin.export)
 app.command("import")(admin.import_)
 app.command()(admin.rebuild)

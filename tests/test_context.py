@@ -137,7 +137,7 @@ def test_a_budget_smaller_than_a_header_gives_an_empty_block(ann, budget):
     with Memory() as mem:
         res = mem.context(QUESTION, budget=budget, user="ann")
     assert res["text"] == "" and res["tokens"] == 0
-    assert res["sections"] == {"core": [], "memories": [], "recent": []}
+    assert res["sections"] == {"core": [], "shared": [], "memories": [], "recent": []}
     assert len(res["dropped"]["memories"]) > 5 and len(res["dropped"]["recent"]) == 20
 
 
@@ -150,18 +150,17 @@ def test_the_margin_leaves_room_for_another_tokenizer(ann):
 
 
 # -- what goes in ---------------------------------------------------------------------------
-def test_sections_come_in_order_with_dates_and_core_blocks_through_the_hook(ann, monkeypatch):
-    monkeypatch.setattr(Memory, "core_blocks", lambda self, user, agent: [
-        {"label": "persona", "value": "You are Ann's assistant."}, "Ann's timezone: Europe/Lisbon", {"label": "x"}],
-        raising=False)
+def test_sections_come_in_order_with_dates_and_core_blocks_first(ann):
     with Memory() as mem:
-        res = mem.context(QUESTION + " Which seats does she prefer?", budget=1500, user="ann")
+        mem.block_set("human", "Ann's timezone: Europe/Lisbon", user="ann")
+        mem.block_set("agent_persona", "You are Ann's assistant.", user="ann", agent="coach", by_agent=False)
+        res = mem.context(QUESTION + " Which seats does she prefer?", budget=1500, user="ann", agent="coach")
     text = res["text"]
     heads = [text.index(HEADERS[s]) for s in ("core", "memories", "recent")]
     assert heads == sorted(heads) and heads[0] == 0
-    assert text.splitlines()[1:3] == ["persona: You are Ann's assistant.", "Ann's timezone: Europe/Lisbon"]
-    assert res["sections"]["core"] == [{"label": "persona", "text": "You are Ann's assistant."},
-                                       {"text": "Ann's timezone: Europe/Lisbon"}]
+    assert set(text.splitlines()[1:3]) == {"agent_persona: You are Ann's assistant.",
+                                           "human: Ann's timezone: Europe/Lisbon"}
+    assert {b["label"] for b in res["sections"]["core"]} == {"agent_persona", "human"}
     memory_lines = text.split(HEADERS["memories"])[1].split(HEADERS["recent"])[0].strip().splitlines()
     assert memory_lines and all(re.match(r"- \[\d{4}-\d{2}-\d{2}\] ", line) for line in memory_lines)
     assert "- [2024-03-20] (preference) Ann prefers window seats on trains" in memory_lines
@@ -175,8 +174,62 @@ def test_sections_come_in_order_with_dates_and_core_blocks_through_the_hook(ann,
     assert any(re.match(r"\[\d\d:\d\d\] \w+: ", line) for line in recent_lines[1:])
     # core blocks come first even when the budget is tight
     with Memory() as mem:
-        tight = mem.context(QUESTION, budget=30, user="ann")
+        tight = mem.context(QUESTION, budget=30, user="ann", agent="coach")
     assert tight["text"].startswith(HEADERS["core"]) and tight["tokens"] <= 30
+
+
+def test_a_block_edit_shows_in_the_next_context(ann, bm):
+    assert bm("block", "set", "human", "Ann is vegetarian", "--user", "ann").code == 0
+    first = bm("context", QUESTION, "--budget", "400", "--user", "ann").out
+    assert "human: Ann is vegetarian" in first
+    assert bm("block", "replace", "human", "vegetarian", "vegan", "--user", "ann").code == 0
+    second = bm("context", QUESTION, "--budget", "400", "--user", "ann").out
+    assert "human: Ann is vegan" in second and "vegetarian" not in second
+
+
+def test_priority_is_core_shared_top_memories_then_recent(ann):
+    with Memory() as mem:
+        mem.block_set("human", "Ann is vegetarian", user="ann")
+        mem.persona_record("ann", "qsr_real_estate", confidence=0.9)
+        mem.block_append("qsr_real_estate_service_experience",
+                         "Site-selection users want drive-thru traffic counts before rent figures.",
+                         persona="qsr_real_estate", user="ann")
+        res = mem.context(QUESTION, budget=4000, user="ann")
+        assert [b["label"] for b in res["sections"]["shared"]] == ["qsr_real_estate_service_experience"]
+        heads = [res["text"].index(HEADERS[s]) for s in ("core", "shared", "memories", "recent")]
+        assert heads == sorted(heads)
+        # a budget too small for everything keeps the tiers in order: the recent turns go first
+        small = mem.context(QUESTION, budget=160, user="ann")
+        assert small["sections"]["core"] and small["sections"]["shared"]
+        assert small["dropped"]["recent"] and not small["dropped"]["core"] and not small["dropped"]["shared"]
+
+
+def test_private_blocks_and_memories_never_reach_another_users_context(store, bm):
+    with Memory() as mem:
+        for user in ("ann", "bob"):
+            mem.persona_record(user, "cpg_retail_media", confidence=0.8)
+        mem.block_set("human", "Ann Marquez lives at 14 Rua das Flores, Lisbon; phone +351 912 345 678", user="ann")
+        mem.remember("Ann's daughter Lucia starts school at Colegio Verde in September", user="ann")
+        # what Ann's agent learned, without PII, is shared with Bob's agents
+        mem.block_append("cpg_retail_media_service_experience",
+                         "Retail media users ask for incrementality before ROAS.",
+                         persona="cpg_retail_media", user="ann")
+    # Ann's private names, places and numbers are refused in the shared block ...
+    for leak in ("Ann Marquez prefers weekly ROAS reports", "Lucia's school Colegio Verde runs a sampling pilot",
+                 "call +351 912 345 678 for the media plan"):
+        res = bm("block", "append", "cpg_retail_media_service_experience", leak,
+                 "--persona", "cpg_retail_media", "--user", "ann")
+        assert res.code == 1 and "Error:" in res.err, (leak, res)
+    # ... or redacted with --redact
+    res = bm("block", "append", "cpg_retail_media_service_experience", "Ann Marquez wanted weekly ROAS",
+             "--persona", "cpg_retail_media", "--user", "ann", "--redact")
+    assert res.code == 0, res
+    with Memory() as mem:
+        bob = mem.context("what do retail media users want? tell me about school and Lisbon",
+                          budget=4000, user="bob")
+    assert "incrementality" in bob["text"]
+    for private in ("Marquez", "Rua das Flores", "912 345", "Lucia", "Colegio Verde", "Lisbon"):
+        assert private not in bob["text"], private
 
 
 def test_a_recent_turn_that_is_also_recalled_appears_once(ann):
@@ -232,8 +285,8 @@ def test_json_format_counts_the_json_it_returns(ann):
         res = mem.context(QUESTION, budget=700, user="ann", format="json")
     check_result(res, 700)
     assert set(res) >= {"text", "tokens", "budget", "sections", "dropped", "tokenizer"}
-    assert set(res["sections"]) == {"core", "memories", "recent"}
-    assert set(res["dropped"]) == {"core", "memories", "recent", "duplicates"}
+    assert set(res["sections"]) == {"core", "shared", "memories", "recent"}
+    assert set(res["dropped"]) == {"core", "shared", "memories", "recent", "duplicates"}
     data = json.loads(res["text"])
     assert list(data) == ["memories", "recent"]
     assert set(data["memories"][0]) >= {"id", "date", "type", "scope", "text", "score"}
@@ -262,7 +315,7 @@ def test_context_fits_the_budget_and_costs_far_less_than_the_full_history(ann, c
         full = full_history_tokens(mem, user="ann")
         res = mem.context(QUESTION, budget=500, user="ann")
     check_result(res, 500, counter)
-    assert 450 <= res["tokens"] <= 500          # the budget is used, not wasted
+    assert 400 <= res["tokens"] <= 500          # the budget is used, not wasted
     ratio = res["tokens"] / full
     assert full > 2000 and ratio < 0.25
     assert "Tidewater" in res["text"] and res["sections"]["recent"]

@@ -15,7 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "brandmind"
 FRONT_ENDS = ("brandmind.cli", "brandmind.sync")
-HEAVY = ("numpy", "onnxruntime", "onnx", "apsw", "lmdb", "sqlite_vec", "tokenizers", "safetensors")
+HEAVY = ("numpy", "onnxruntime", "onnx", "apsw", "lmdb", "sqlite_vec", "tokenizers", "safetensors",
+         "yaml", "jsonschema", "pycrdt")
 
 
 # -- (a) the import boundary ------------------------------------------------------------------
@@ -112,7 +113,10 @@ main()
 
 @pytest.mark.parametrize("argv", [["--help"], ["--version"], ["remember", "--help"],
                                   ["recall", "--help"], ["ingest", "--help"], ["kg", "--help"],
-                                  ["config", "--help"]])
+                                  ["config", "--help"],
+                                  ["skill", "--help"], ["skill", "import", "--help"], ["fs", "--help"],
+                                  ["block", "--help"], ["block", "edit", "--help"],
+                                  ["persona", "--help"], ["persona", "doc", "import", "--help"]])
 def test_help_does_not_import_heavy_modules(argv, tmp_path):
     res = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY, argv=argv)],
                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
@@ -175,6 +179,7 @@ def test_built_wheel_installs_into_a_fresh_venv_and_runs(tmp_path):
     assert "brandmind/cli/app.py" in names and "brandmind/memory.py" in names
     assert "brandmind/embed/hashing.py" in names and "brandmind/embed/local.py" in names
     assert "brandmind/extract/prompts/extract_v1.md" in names  # the versioned LLM prompts ship
+    assert "brandmind/data/personas.json" in names  # the starter personas ship
     assert not [n for n in names if n.startswith("cli/")], "a top-level cli package leaked into the wheel"
     top = next(n for n in names if n.endswith(".dist-info/top_level.txt"))
     assert zipfile.ZipFile(wheel).read(top).decode().split() == ["brandmind"]
