@@ -767,9 +767,10 @@ def _limit_error(ref: Ref, new_len: int, old_len: int, limit: int) -> InvalidInp
     msg = f"block {ref.label!r} would be {new_len:,} characters, {over:,} over its limit of {limit:,}"
     if old_len > limit:
         msg += f" (it is already {old_len - limit:,} over after merging concurrent edits: trim it first)"
-    return InvalidInput(msg, hint=f"shorten the text, trim the block with `bm block replace {ref.label} OLD NEW` "
-                                  f"or `bm block set {ref.label} -`, or raise its limit with "
-                                  f"`bm block define {ref.label} --limit N`{ref.flags()}")
+    flags = ref.flags()
+    return InvalidInput(msg, hint=f"shorten the text, trim the block with `bm block replace {ref.label} OLD NEW{flags}` "
+                                  f"or `bm block set {ref.label} -{flags}`, or raise its limit with "
+                                  f"`bm block define {ref.label} --limit N{flags}`")
 
 
 def _check_growth(ref: Ref, new: str, old: str, limit: int) -> None:
