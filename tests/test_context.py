@@ -282,8 +282,8 @@ def test_retired_memories_never_appear(store):
 
 def test_json_format_counts_the_json_it_returns(ann):
     with Memory() as mem:
-        res = mem.context(QUESTION, budget=700, user="ann", format="json")
-    check_result(res, 700)
+        res = mem.context(QUESTION, budget=1200, user="ann", format="json")
+    check_result(res, 1200)
     assert set(res) >= {"text", "tokens", "budget", "sections", "dropped", "tokenizer"}
     assert set(res["sections"]) == {"core", "shared", "memories", "recent"}
     assert set(res["dropped"]) == {"core", "shared", "memories", "recent", "duplicates"}
