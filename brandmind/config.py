@@ -58,11 +58,21 @@ DEFAULTS: dict[str, Any] = {
     # cost caps of the llm extractor, per ingest / remember / extract call
     "llm_max_calls": 100,
     "llm_max_tokens": 200000,
+    # sync daemon: push every N seconds or after N new local ops, pull every N seconds,
+    # and back off (exponentially, full jitter) up to N seconds after failures
+    "sync_push_interval": 60,
+    "sync_push_after_ops": 100,
+    "sync_pull_interval": 120,
+    "sync_backoff_max": 900,
+    # sync: refuse a remote op whose clock is more than this many ms ahead of local time
+    "sync_max_skew_ms": 300000,
 }
 
 _FLOAT_KEYS = {k for k in DEFAULTS if k.startswith("weight_")} | {"recency_half_life_days"}
 _COUNT_KEYS = {"recall_agent_k", "recall_global_k"}  # whole numbers, 0 allowed
 _INT_KEYS = {"blob_threshold", "max_memory_chars", "episode_gap_minutes", "llm_max_calls", "llm_max_tokens"}
+_INT_KEYS |= {"sync_push_interval", "sync_push_after_ops", "sync_pull_interval", "sync_backoff_max"}
+_INT_KEYS |= {"sync_max_skew_ms"}
 
 
 @dataclass(frozen=True)
@@ -70,6 +80,8 @@ class Paths:
     config_file: Path
     data_dir: Path
     cache_dir: Path
+    # logs and run state of the sync daemon: BM_HOME/state, or $XDG_STATE_HOME/brandmind
+    state_dir: Path
 
     @property
     def lmdb_dir(self) -> Path:
@@ -89,13 +101,14 @@ def resolve_paths(home: str | os.PathLike[str] | None = None) -> Paths:
     home = home if home is not None else os.environ.get("BM_HOME")
     if home:
         root = Path(home).expanduser().resolve()
-        return Paths(root / "config.toml", root / "data", root / "cache")
+        return Paths(root / "config.toml", root / "data", root / "cache", root / "state")
     env = os.environ
     user_home = Path.home()
     config = Path(env.get("XDG_CONFIG_HOME") or user_home / ".config") / "brandmind"
     data = Path(env.get("XDG_DATA_HOME") or user_home / ".local" / "share") / "brandmind"
     cache = Path(env.get("XDG_CACHE_HOME") or user_home / ".cache") / "brandmind"
-    return Paths(config / "config.toml", data, cache)
+    state = Path(env.get("XDG_STATE_HOME") or user_home / ".local" / "state") / "brandmind"
+    return Paths(config / "config.toml", data, cache, state)
 
 
 @dataclass
@@ -124,6 +137,11 @@ class Config:
     recall_agent_k: int = DEFAULTS["recall_agent_k"]
     recall_global_k: int = DEFAULTS["recall_global_k"]
     episode_gap_minutes: int = DEFAULTS["episode_gap_minutes"]
+    sync_push_interval: int = DEFAULTS["sync_push_interval"]
+    sync_push_after_ops: int = DEFAULTS["sync_push_after_ops"]
+    sync_pull_interval: int = DEFAULTS["sync_pull_interval"]
+    sync_backoff_max: int = DEFAULTS["sync_backoff_max"]
+    sync_max_skew_ms: int = DEFAULTS["sync_max_skew_ms"]
     paths: Paths = field(default_factory=resolve_paths)
 
     @classmethod

@@ -57,3 +57,11 @@ class ConfigError(BMError):
 
 class ExtractorUnavailable(BMError):
     """The configured fact extractor (e.g. an LLM behind Ollama) cannot be reached or used."""
+
+
+class SyncConflict(BMError):
+    """Two devices write ops under one replica id (same op id, different op): sync stops."""
+
+
+class ClockSkew(BMError):
+    """A remote op is stamped too far ahead of this device's clock (config ``sync_max_skew_ms``)."""

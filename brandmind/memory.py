@@ -133,20 +133,20 @@ class Memory:
         """Apply every op the SQLite projection has not seen yet; returns how many."""
         if self.sql.applied() >= self.log.last_arrival():
             return 0
-        n = 0
-        with self.sql.write():
-            start = self.sql.applied()
-            total = self.log.last_arrival() - start
-            last = start
-            for arrival, op in self.log.ops_after(start):
-                apply_sql_side(self.sql, op, self._vector_for)
-                last = arrival
-                n += 1
-                if progress and n % 500 == 0:
-                    progress(n, total)
-            self.sql.set_meta("applied", str(last))
+        from .replication import catch_up
+
+        # arrival order, each replica's ops in seq order (brandmind/replication.py)
+        n = catch_up(self.log, self.sql, self._vector_for, progress, apply=apply_sql_side)
         self.searcher.invalidate()
         return n
+
+    def receive_ops(self, ops: Iterable[dict], *, now_ms: int | None = None) -> dict:
+        """Store ops pulled from another replica (sync) and apply them: ``{"received",
+        "duplicates"}``.  Raises ClockSkew / SyncConflict (nothing of the batch is stored).
+        See brandmind/replication.py."""
+        from .replication import receive_batch
+
+        return receive_batch(self, ops, now_ms=now_ms)
 
     def _user(self, user: str | None) -> str:
         return validate.name(user if user is not None else self.config.user, what="user")
@@ -553,11 +553,13 @@ class Memory:
             return
         op_ids = dict(self.sql.conn.execute(
             f"SELECT id, op_id FROM memories WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall())
+        from .replication import forget_memory_in_log
+
         with self.log.write() as t:
             for memory_id in ids:
-                t.append("memory.forget", {"id": memory_id})
-                if memory_id in op_ids:  # the text does not linger in the log
-                    t.redact(op_ids[memory_id], {"id": memory_id, "redacted": True})
+                op = t.append("memory.forget", {"id": memory_id})
+                # the text does not linger in the log; a copy of the add arriving later is redacted
+                forget_memory_in_log(t, memory_id, hlc_key(op["hlc"]), op_ids.get(memory_id))
         self._catch_up()
 
     def forget_user(self, user: str) -> dict:
@@ -569,14 +571,11 @@ class Memory:
             op = t.append("user.forget", {"user": user})
             apply_log_side(t, op)
             # the user's words must not linger in the log: redact every earlier op carrying
-            # their content (memories, beads, graph nodes and the edges and mentions of those)
-            forgotten_at = hlc_key(op["hlc"])
-            earlier = [o for _, o in t.iter_ops() if hlc_key(o["hlc"]) < forgotten_at
-                       and not o["payload"].get("redacted")]
-            nodes = {o["payload"]["id"] for o in earlier if o["kind"] == "kg.node" and _owned_by(o, user)}
-            for old in earlier:
-                if _owned_by(old, user, nodes):
-                    t.redact(old["id"], _redacted(old))
+            # their content (memories, beads, graph nodes and the edges and mentions of
+            # those); their ops arriving later by sync are stored redacted
+            from .replication import forget_user_in_log
+
+            forget_user_in_log(t, op)
         self._catch_up()
         from .workspace import forget_user_files
 
@@ -883,15 +882,10 @@ class Memory:
             t.clear("beads", "bead_time", "bead_keys")
             for _, op in self.log.ops_after(0):
                 apply_log_side(t, op)
-        with fresh.write():
-            last = 0
-            for arrival, op in self.log.ops_after(0):
-                apply_sql_side(fresh, op, self._vector_for)
-                last = arrival
-                ops += 1
-                if progress and ops % 500 == 0:
-                    progress(ops, total)
-            fresh.set_meta("applied", str(last))
+        from .replication import catch_up
+
+        # the same order as the live catch-up: arrival order, each replica's ops in seq order
+        ops = catch_up(self.log, fresh, self._vector_for, progress, apply=apply_sql_side)
         fresh.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         fresh.close()
         self.sql.close()
@@ -1024,6 +1018,8 @@ def _redacted(op: dict) -> dict:
         return {"node": p["node"], "memory": p["memory"], "redacted": True}
     if op["kind"] == "memory.merge":
         return {"into": p["into"], "redacted": True}
+    if op["kind"] == "kg.node":  # the owner stays (named by the user.forget op anyway): a replica that
+        return {"id": p["id"], "user": p.get("user"), "redacted": True}  # gets it late knows whose it was
     return {"id": p["id"], "redacted": True}
 
 

@@ -16,6 +16,12 @@ Named databases in ``log.lmdb``:
 ``bead_time``  ``user \\0 ts(8 BE) \\0 bead id`` -> b"" (the per-user thread, in time order)
 ``bead_keys``  message key -> bead id (so re-ingesting a message stores nothing)
 ``vcache``     ``model \\0 sha256(text)[:16]`` -> float32 vector bytes
+``sync``       what replication needs (brandmind/replication.py): ``vv\\0<replica>`` -> the
+               contiguous head (u64) of each replica's stream (the version vector);
+               ``fu\\0<user>`` / ``fm\\0<memory>`` / ``fn\\0<node>`` -> HLC key of the
+               forget that removed them (remove wins for ops arriving later);
+               ``ma\\0<memory>`` -> op id of a received memory.add; ``bh\\0<bead>`` -> HLC
+               key of the bead's op (a user forget removes only beads stamped before it)
 """
 from __future__ import annotations
 
@@ -30,7 +36,7 @@ from .clock import HLC, new_id
 from .errors import StoreCorrupt, StoreMissing
 
 SCHEMA = 1
-_DBS = ("meta", "ops", "order", "beads", "bead_time", "bead_keys", "vcache")
+_DBS = ("meta", "ops", "order", "beads", "bead_time", "bead_keys", "vcache", "sync")
 _MAP_SIZE = 1 << 35  # 32 GiB of address space; the file grows only as data is written
 
 
@@ -118,6 +124,12 @@ class OpLog:
                                hint="upgrade bm (pip install -U brandmind)")
         with self.env.begin() as txn:
             self.replica = txn.get(b"replica", db=self.db["meta"]).decode()
+            vv_ready = txn.get(b"vv_ready", db=self.db["sync"]) is not None
+        if not vv_ready:  # a store from before sync: compute the version vector once
+            from .replication import init_version_vector
+
+            with self.env.begin(write=True) as txn:
+                init_version_vector(self, txn)
 
     def close(self) -> None:
         self.env.close()
@@ -208,6 +220,44 @@ class OpLog:
         for _, op in self.ops_after(0):
             yield op
 
+    # -- replication (brandmind/replication.py, brandmind.sync) ---------------------------
+    def version_vector(self) -> dict[str, int]:
+        """replica -> highest seq S such that ops 1..S of that replica are all stored here."""
+        out: dict[str, int] = {}
+        with self.read() as txn:
+            cur = txn.cursor(db=self.db["sync"])
+            ok = cur.set_range(b"vv\0")
+            while ok and cur.key().startswith(b"vv\0"):
+                head = int.from_bytes(cur.value(), "big")
+                if head:
+                    out[cur.key()[3:].decode()] = head
+                ok = cur.next()
+        return out
+
+    def ops_of(self, replica: str, after: int, limit: int | None = None) -> list[dict]:
+        """``replica``'s stored ops with seq > ``after`` in seq order, stopping at the first gap."""
+        out: list[dict] = []
+        prefix = replica.encode() + b"\0"
+        expect = after + 1
+        with self.read() as txn:
+            cur = txn.cursor(db=self.db["ops"])
+            ok = cur.set_range(prefix + _u64(expect))
+            while ok and (limit is None or len(out) < limit):
+                key = cur.key()
+                if not key.startswith(prefix) or len(key) != len(prefix) + 8:
+                    break
+                if int.from_bytes(key[-8:], "big") != expect:
+                    break
+                out.append(json.loads(cur.value()))
+                expect += 1
+                ok = cur.next()
+        return out
+
+    def get_op(self, replica: str, seq: int) -> dict | None:
+        with self.read() as txn:
+            raw = txn.get(replica.encode() + b"\0" + _u64(seq), db=self.db["ops"])
+        return json.loads(raw) if raw else None
+
 
 class LogTxn:
     """One LMDB write transaction: append ops and write their LMDB projections."""
@@ -236,7 +286,15 @@ class LogTxn:
         self.txn.put(b"next_seq", _u64(seq + 1), db=meta)
         self.txn.put(b"next_arrival", _u64(arrival + 1), db=meta)
         self.txn.put(b"hlc", json.dumps(hlc.encode()).encode(), db=meta)
+        self.txn.put(b"vv\0" + replica.encode(), _u64(seq), db=self.db["sync"])
         return op
+
+    def receive(self, op: dict, *, max_skew_ms: int, now_ms: int | None = None) -> bool:
+        """Store an op of any replica that came from elsewhere (sync); False if it was here
+        already.  See brandmind/replication.py (skew check, HLC receive rule, remove wins)."""
+        from .replication import receive
+
+        return receive(self, op, max_skew_ms=max_skew_ms, now_ms=now_ms)
 
     def redact(self, op_id: str, payload: dict) -> None:
         """Replace the payload of an earlier op (used by forget, so text does not linger in the log)."""

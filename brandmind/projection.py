@@ -1,26 +1,32 @@
 """How each op kind lands in the projections.  Replaying the log through these
-functions in arrival order rebuilds a store exactly (``bm rebuild``).
+functions in arrival order (each replica's ops in seq order: replication.catch_up)
+rebuilds a store exactly (``bm rebuild``).  Sync delivers other replicas' ops in any
+interleaving, so every rule below gives the same projection for any arrival order that
+keeps each replica's own order (brandmind/converge.py has the pieces; sync/rules.py the
+merge rules in one place).
 
 Op kinds and their payloads:
 
 ``bead.add``      {bead}: one bead (see beads.py); LMDB side only
 ``memory.add``    {id, text, type, user, agent, importance, ts, valid_from, valid_to,
                    source, provenance, meta, subject?, predicate?, object?, recorded_at?};
-                   ignored when the id is tombstoned, or when its user was forgotten at a
-                   later HLC.  recorded_at (system time) is the op's HLC wall ms unless the
+                   ignored when the id is tombstoned; stamped before its user's latest
+                   forget, it kills the id (remove wins).  Ops aimed at it that came
+                   first (retire, confirm, merge) are replayed now.  recorded_at (system time) is the op's HLC wall ms unless the
                    payload carries one (an import keeps the original)
 ``memory.retire`` {id, user, retired_at, valid_to|null, by|null, reason}: the fact stopped
                    being believed (brandmind/facts.py).  Merge: retired_at = min of all
                    retires (the reason, kept in meta.retired_reason, goes with the earliest;
                    ties: the smaller reason); valid_to = min(valid_to, given) when given;
                    superseded_by = min of the non-null ``by`` (ids sort by time: the first
-                   replacement).  All min/set-once, so retires commute.  A missing
-                   (forgotten, not yet arrived) id: no-op
+                   replacement).  All min/set-once, so retires commute.  A memory not
+                   here yet: waits in ``sync_pending``; a dead (forgotten) one: dropped
 ``memory.confirm`` {id, user, ts, provenance, count?}: a duplicate of the fact was stated
                    again (count: how many times, default 1; an import restores the total).
                    Merge: confirmations += count (ops apply once), provenance gets
-                   the entries it does not hold yet (a set union; list order = arrival
-                   order), updated_at = max(updated_at, ts).  A missing id: no-op
+                   the entries it does not hold yet (a set union, added entries ordered
+                   by the HLC of the op that first brought them), updated_at =
+                   max(updated_at, ts).  Not here yet: waits; dead: dropped
 ``memory.merge``  {into, ids, ts, user, provenance}: near-duplicates merged into their
                    oldest member (brandmind/consolidate.py, ``bm consolidate``).  Each of
                    ``ids`` (other than ``into``) is retired by the memory.retire rule
@@ -31,18 +37,21 @@ Op kinds and their payloads:
                    updated_at = max(updated_at, ts).  It never reads the merged rows, so
                    forgetting one later changes nothing on replay.  No text in the payload
 ``memory.forget`` {id}: remove wins; the id is tombstoned, so a late add cannot resurrect it
-``user.forget``   {user}: every memory, bead and graph node of the user goes, and their
-                   persona assignments
-``kg.node``       {id, user, type, name, labels, meta, ts}
+``user.forget``   {user}: every memory, bead and graph node of the user stamped before it
+                   goes (whenever it arrives), and their persona assignments; the user's
+                   tombstone keeps the latest forget's HLC
+``kg.node``       {id, user, type, name, labels, meta, ts}: stamped before its user's latest
+                   forget (or redacted), the node id is dead with its edges and mentions
 ``kg.edge``       {id, src, dst, predicate, weight, evidence, meta, ts, valid_from?, valid_to?,
                    user?, recorded_at?}: src/dst are node ids (``n_``) or memory ids (``m_``: a
                    typed link between notes, weight = strength); recorded_at = the op's HLC
                    wall ms unless the payload carries one (an import keeps the original).
-                   Insert-once by id; skipped when a memory end is tombstoned (remove wins)
+                   Insert-once by id; skipped when an end (memory or node) or its only
+                   evidence is dead (remove wins); retires that came first are replayed
 ``kg.edge.retire`` {id, retired_at, valid_to|null}: retired_at = min, valid_to = min when
-                   given (commutes); a missing edge: no-op
+                   given (commutes); an edge not here yet: waits in ``sync_pending``
 ``kg.mention``    {node, memory}: a node is mentioned by (linked to) a memory; skipped when
-                   the memory is tombstoned
+                   the memory or the node is dead
 ``block.define``  {id, scope, user, agent, persona, label, description, limit, read_only,
                    explicit}: a core memory block (brandmind/blocks.py); id = hash of scope,
                    owner and label, so replicas defining the same block converge.  Merge: per
@@ -80,7 +89,7 @@ Op kinds and their payloads:
  kind "file" and dropped with ``memory.forget``; no op kind of their own)
 
 ``memory.add`` payloads of forgotten memories are redacted in the log to
-``{"id": ..., "redacted": true}``, which applies as nothing; so are the
+``{"id": ..., "redacted": true}``, which applies as a kill of the id; so are the
 ``memory.add``, ``bead.add`` and ``kg.node`` payloads of a forgotten user
 (those stamped before the ``user.forget``), and their ``memory.retire``,
 ``memory.confirm``, ``memory.merge`` and ``kg.edge`` ops, and their ``persona.assign`` /
@@ -105,82 +114,125 @@ def hlc_key(hlc: list) -> str:
 
 
 def apply_log_side(txn: LogTxn, op: dict) -> None:
-    """The LMDB projections of one op (beads and their dedup keys)."""
+    """The LMDB projections of one op (beads and their dedup keys).  Order-free: a
+    ``user.forget`` at H removes the user's beads stamped before H (brandmind/replication.py
+    keeps each bead's op HLC), and a message key maps to the smallest bead id holding it."""
     kind, p = op["kind"], op["payload"]
     if p.get("redacted"):
         return
+    from . import replication
+
     if kind == "bead.add":
         bead = p["bead"]
         txn.put_bead(bead)
+        replication.note_bead(txn, bead["id"], hlc_key(op["hlc"]))
         if bead.get("key"):
-            txn.set_bead_key(bead["key"], bead["id"])
+            known = txn.bead_for_key(bead["key"])
+            if known is None or bead["id"] < known or txn.get_bead(known) is None:
+                txn.set_bead_key(bead["key"], bead["id"])
     elif kind == "user.forget":
+        hk = hlc_key(op["hlc"])
         for bead_id in txn.user_bead_ids(p["user"]):
             bead = txn.get_bead(bead_id)
-            if bead:
+            if bead and replication.bead_before(txn, bead_id, hk):
                 txn.delete_bead(bead)
 
 
 def apply_sql_side(sql: SQLStore, op: dict, vector_for: VectorFor) -> None:
     """The SQLite projections of one op; the caller holds the write transaction."""
+    from . import converge
+
     kind, p = op["kind"], op["payload"]
     if p.get("redacted"):
+        # a redacted add is a forgotten one: the id is dead (remove wins; brandmind/converge.py)
+        if kind == "memory.add" and p.get("id"):
+            converge.kill_memory(sql, p["id"])
+        elif kind == "kg.node" and p.get("id"):
+            converge.kill_node(sql, p["id"])
         return
     c = sql.conn
+    hk = hlc_key(op["hlc"])
     if kind == "memory.add":
-        if p.get("redacted") or _tombstoned(sql, p["id"], p["user"], op["hlc"]):
+        if converge.dead(sql, p["id"]):
             return
-        if c.execute("SELECT 1 FROM memories WHERE id=?", (p["id"],)).fetchone():
-            return  # applying twice is a no-op
-        sql.insert_memory({**p, "op_id": op["id"], "recorded_at": p.get("recorded_at") or int(op["hlc"][0])},
-                          vector_for(p["text"]))
+        gone = converge.forgotten_at(sql, p["user"])
+        if gone is not None and hk < gone:  # stamped before its user was forgotten
+            converge.kill_memory(sql, p["id"])
+            return
+        row = c.execute("SELECT hlc FROM memories WHERE id=?", (p["id"],)).fetchone()
+        if row is not None:  # another add of the id (an import on two replicas): keep the earliest HLC
+            if row[0] is not None and hk < row[0]:
+                c.execute("UPDATE memories SET hlc=? WHERE id=?", (hk, p["id"]))
+            return
+        sql.insert_memory({**p, "op_id": op["id"], "hlc": hk,
+                           "recorded_at": p.get("recorded_at") or int(op["hlc"][0])}, vector_for(p["text"]))
+        converge.replay(sql, p["id"], _apply_to_memory)
     elif kind == "memory.retire":
-        _retire_memory(sql, p)
+        converge.aim(sql, op, p["id"], "retire", p, _apply_to_memory)
     elif kind == "memory.confirm":
-        _confirm_memory(sql, p)
+        converge.aim(sql, op, p["id"], "confirm", p, _apply_to_memory)
     elif kind == "memory.merge":
-        from .consolidate import apply_merge
+        from .consolidate import merged_ids
 
-        apply_merge(sql, p, _retire_memory)
+        ids = merged_ids(p)
+        for memory_id in ids:
+            converge.aim(sql, op, memory_id, "retire",
+                         {"id": memory_id, "retired_at": int(p["ts"]), "by": p["into"], "reason": "merged"},
+                         _apply_to_memory)
+        if ids:
+            converge.aim(sql, op, p["into"], "merge_into",
+                         {"id": p["into"], "count": len(ids), "ts": int(p["ts"]),
+                          "provenance": p.get("provenance") or []},
+                         _apply_to_memory)
     elif kind == "memory.forget":
-        sql.delete_memory(p["id"])
-        c.execute("INSERT OR REPLACE INTO tombstones VALUES(?,?)", (p["id"], hlc_key(op["hlc"])))
+        converge.kill_memory(sql, p["id"], hk)
     elif kind == "user.forget":
         user = p["user"]
-        for memory_id in sql.memory_ids("user_id=?", (user,)):
-            sql.delete_memory(memory_id)
-        nodes = [r[0] for r in c.execute("SELECT id FROM kg_nodes WHERE user_id=?", (user,))]
+        converge.tombstone(sql, "user:" + user, hk)
+        for memory_id in sql.memory_ids("user_id=? AND (hlc IS NULL OR hlc < ?)", (user, hk)):
+            converge.kill_memory(sql, memory_id)
+        c.execute("DELETE FROM sync_pending WHERE user_id=? AND hlc < ?", (user, hk))
+        nodes = [r[0] for r in c.execute("SELECT id FROM kg_nodes WHERE user_id=? AND (hlc IS NULL OR hlc < ?)",
+                                         (user, hk))]
         for node in nodes:
-            _delete_node(sql, node)
-        c.execute("INSERT OR REPLACE INTO tombstones VALUES(?,?)", ("user:" + user, hlc_key(op["hlc"])))
+            converge.kill_node(sql, node)
         from . import blocks
 
-        blocks.forget_user(sql, user, hlc_key(op["hlc"]))
-        from . import personas
-
-        personas.forget_user_sql(sql, user)
+        blocks.forget_user(sql, user, hk)
+        converge.forget_persona_user(sql, user, hk)
     elif kind in ("block.define", "block.update"):
         from . import blocks
 
         blocks.apply_op(sql, op)
     elif kind == "kg.node":
-        c.execute("INSERT OR IGNORE INTO kg_nodes VALUES(?,?,?,?,?,?,?)",
+        if converge.dead(sql, p["id"]):
+            return
+        gone = converge.forgotten_at(sql, p["user"])
+        if gone is not None and hk < gone:
+            converge.kill_node(sql, p["id"])
+            return
+        row = c.execute("SELECT hlc FROM kg_nodes WHERE id=?", (p["id"],)).fetchone()
+        if row is not None:
+            if row[0] is not None and hk < row[0]:
+                c.execute("UPDATE kg_nodes SET hlc=? WHERE id=?", (hk, p["id"]))
+            return
+        c.execute("INSERT INTO kg_nodes(id, user_id, type, name, labels, meta, created_at, hlc) "
+                  "VALUES(?,?,?,?,?,?,?,?)",
                   (p["id"], p["user"], p["type"], p["name"], json.dumps(p.get("labels", [])),
-                   json.dumps(p.get("meta", {}), sort_keys=True), p["ts"]))
+                   json.dumps(p.get("meta", {}), sort_keys=True), p["ts"], hk))
     elif kind == "kg.edge":
-        if any(end.startswith("m_") and _forgotten(sql, end) for end in (p["src"], p["dst"])):
+        if converge.edge_is_dead(sql, p):
             return
         c.execute("INSERT OR IGNORE INTO kg_edges(id, src, dst, predicate, weight, evidence, meta, "
                   "created_at, valid_from, valid_to, recorded_at) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
                   (p["id"], p["src"], p["dst"], p["predicate"], float(p.get("weight", 1.0)),
                    json.dumps(p.get("evidence", [])), json.dumps(p.get("meta", {}), sort_keys=True),
                    p["ts"], p.get("valid_from"), p.get("valid_to"), p.get("recorded_at") or int(op["hlc"][0])))
+        converge.replay(sql, p["id"], _apply_to_edge)
     elif kind == "kg.edge.retire":
-        c.execute("UPDATE kg_edges SET retired_at = min(coalesce(retired_at, :r), :r), "
-                  "valid_to = CASE WHEN :v IS NULL THEN valid_to ELSE min(coalesce(valid_to, :v), :v) END "
-                  "WHERE id = :id", {"r": int(p["retired_at"]), "v": p.get("valid_to"), "id": p["id"]})
+        converge.aim(sql, op, p["id"], "edge_retire", p, _apply_to_edge, table="kg_edges")
     elif kind == "kg.mention":
-        if _forgotten(sql, p["memory"]):
+        if converge.dead(sql, p["memory"]) or converge.dead(sql, p["node"]):
             return
         c.execute("INSERT OR IGNORE INTO kg_mentions VALUES(?,?)", (p["node"], p["memory"]))
     elif kind in ("skill.add", "skill.remove"):
@@ -190,12 +242,30 @@ def apply_sql_side(sql: SQLStore, op: dict, vector_for: VectorFor) -> None:
     elif kind in ("persona.define", "persona.assign", "persona.unassign", "persona.doc"):
         from . import personas
 
+        if kind in ("persona.assign", "persona.unassign"):
+            gone = converge.forgotten_at(sql, p["user"])
+            if gone is not None and hk < gone:
+                return  # stamped before the user was forgotten
+            converge.note_persona_op(sql, op)
         personas.apply_op(sql, op)
 
 
-def _forgotten(sql: SQLStore, memory_id: str) -> bool:
-    """A tombstoned memory id: links and mentions of it are not (re)created (remove wins)."""
-    return sql.conn.execute("SELECT 1 FROM tombstones WHERE id=?", (memory_id,)).fetchone() is not None
+def _apply_to_memory(sql: SQLStore, part: str, p: dict, hk: str) -> None:
+    """One part of an op aimed at a memory that is there (brandmind/converge.py replays
+    parts that arrived before it)."""
+    if part == "retire":
+        _retire_memory(sql, p)
+    elif part == "confirm":
+        _confirm_memory(sql, p, hk)
+    elif part == "merge_into":  # memory.merge: the kept memory gains the merged ones' provenance
+        _confirm_memory(sql, {**p, "count": int(p["count"])}, hk)
+
+
+def _apply_to_edge(sql: SQLStore, part: str, p: dict, hk: str) -> None:
+    sql.conn.execute("UPDATE kg_edges SET retired_at = min(coalesce(retired_at, :r), :r), "
+                     "valid_to = CASE WHEN :v IS NULL THEN valid_to ELSE min(coalesce(valid_to, :v), :v) END "
+                     "WHERE id = :id", {"r": int(p["retired_at"]), "v": p.get("valid_to"), "id": p["id"]})
+
 
 
 def _retire_memory(sql: SQLStore, p: dict) -> None:
@@ -223,32 +293,13 @@ def _retire_memory(sql: SQLStore, p: dict) -> None:
                p["id"]))
 
 
-def _confirm_memory(sql: SQLStore, p: dict) -> None:
-    """``memory.confirm``: a counter, a set union of provenance entries, a max of times."""
+def _confirm_memory(sql: SQLStore, p: dict, hk: str) -> None:
+    """``memory.confirm`` (and the kept memory of a ``memory.merge``): a counter, a set union
+    of provenance entries (ordered by the HLC of the op that brought them: converge.py),
+    a max of times."""
+    from . import converge
+
     c = sql.conn
-    row = c.execute("SELECT provenance, updated_at FROM memories WHERE id=?", (p["id"],)).fetchone()
-    if row is None:
-        return
-    provenance = json.loads(row[0])
-    for entry in p.get("provenance") or []:
-        if entry not in provenance:
-            provenance.append(entry)
-    c.execute("UPDATE memories SET confirmations = confirmations + ?, provenance=?, updated_at=? WHERE id=?",
-              (int(p.get("count", 1)), json.dumps(provenance, ensure_ascii=False), max(int(row[1]), int(p["ts"])),
-               p["id"]))
-
-
-def _tombstoned(sql: SQLStore, memory_id: str, user: str, hlc: list) -> bool:
-    rows = dict(sql.conn.execute("SELECT id, hlc FROM tombstones WHERE id IN (?, ?)",
-                                 (memory_id, "user:" + user)).fetchall())
-    if memory_id in rows:
-        return True
-    forgotten_at = rows.get("user:" + user)
-    return forgotten_at is not None and hlc_key(hlc) < forgotten_at
-
-
-def _delete_node(sql: SQLStore, node_id: str) -> None:
-    c = sql.conn
-    c.execute("DELETE FROM kg_edges WHERE src=? OR dst=?", (node_id, node_id))
-    c.execute("DELETE FROM kg_mentions WHERE node_id=?", (node_id,))
-    c.execute("DELETE FROM kg_nodes WHERE id=?", (node_id,))
+    c.execute("UPDATE memories SET confirmations = confirmations + ?, updated_at = max(updated_at, ?) WHERE id=?",
+              (int(p.get("count", 1)), int(p["ts"]), p["id"]))
+    converge.add_provenance(sql, p["id"], list(p.get("provenance") or []), hk)

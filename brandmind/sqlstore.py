@@ -89,7 +89,15 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0007_personas", lambda dim: _personas_schema()),
     # skills (brandmind/skills.py) and the workspace's file index (brandmind/workspace.py)
     ("0008_skills", lambda dim: _skills_schema()),
+    # sync: ops waiting for their target, per-replica apply order, add HLCs (brandmind/converge.py)
+    ("0009_sync", lambda dim: _sync_schema()),
 ]
+
+
+def _sync_schema() -> list[str]:
+    from .converge import SCHEMA
+
+    return list(SCHEMA)
 
 
 def _personas_schema() -> list[str]:
@@ -238,14 +246,14 @@ class SQLStore:
         c.execute(
             """INSERT INTO memories(id, text, type, user_id, agent_id, importance, created_at,
                updated_at, valid_from, valid_to, source, provenance, meta, op_id,
-               recorded_at, subject, predicate, object)
-               VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+               recorded_at, subject, predicate, object, hlc)
+               VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
             (m["id"], m["text"], m["type"], m["user"], m.get("agent"), float(m["importance"]),
              m["ts"], m.get("updated", m["ts"]), m.get("valid_from"), m.get("valid_to"),
              m["source"], json.dumps(m.get("provenance", []), ensure_ascii=False),
              json.dumps(m.get("meta", {}), ensure_ascii=False, sort_keys=True), m["op_id"],
              m.get("recorded_at", m.get("updated", m["ts"])), m.get("subject"), m.get("predicate"),
-             m.get("object")))
+             m.get("object"), m.get("hlc")))
         rowid = c.last_insert_rowid()
         c.execute("INSERT INTO memories_fts(rowid, text) VALUES(?,?)", (rowid, m["text"]))
         c.execute(VEC_INSERT, (rowid, m["user"], vector, m.get("agent") or "", m["type"], m["ts"]))

@@ -462,13 +462,16 @@ def refresh(mem: "Memory", user: str | None = None, *, full: bool = False) -> di
     disk = _scan(backend_for(mem, user))
     cache = _cache(mem, user)
     indexed = _indexed(mem, user)
+    # chunks pulled from another device (sync) index a file that lives on that device: its
+    # absence here is not a deletion (only chunks this replica indexed are checked against disk)
+    ours = {p for p, e in indexed.items() if any(str(op).rpartition(":")[0] == mem.log.replica for _, op in e["ids"])}
     if full:
-        todo = set(disk) | set(cache) | set(indexed)
+        todo = set(disk) | set(cache) | ours
     else:
         todo = {p for p, st in disk.items()
                 if (c := cache.get(p)) is None or (c[0], c[1]) != st
                 or (p in indexed and indexed[p]["shas"] != {c[2]})}
-        todo |= (set(cache) | set(indexed)) - set(disk)
+        todo |= (set(cache) | ours) - set(disk)
     if not todo:
         return None
     return reindex(mem, user, todo)

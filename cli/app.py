@@ -17,6 +17,7 @@ from . import context as context_cmd
 from . import fs as fs_cmd
 from . import personas as personas_cmd
 from . import skills as skills_cmd
+from . import sync as sync_cmd
 
 app = typer.Typer(
     name="bm",
@@ -67,6 +68,11 @@ app.command()(admin.reindex)
 app.command()(admin.stats)
 app.command()(admin.doctor)
 app.add_typer(admin.config_app, name="config")
+app.add_typer(sync_cmd.remote_app, name="remote")
+app.add_typer(sync_cmd.sync_app, name="sync")
+from . import daemon as daemon_cmd  # noqa: E402
+
+app.add_typer(daemon_cmd.daemon_app, name="daemon")
 
 
 def main(argv: list[str] | None = None) -> int:

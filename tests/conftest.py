@@ -26,7 +26,8 @@ import pytest
 BM_CMD = [sys.executable, "-m", "brandmind.cli.app"]
 _SETTINGS = ("BM_HOME", "BM_EMBEDDER", "BM_OLLAMA_HOST", "BM_OLLAMA_MODEL", "BM_USER",
              "BM_BLOB_THRESHOLD", "BM_MAX_MEMORY_CHARS", "BM_EXTRACTOR", "BM_LLM_MODEL",
-             "BM_LLM_MAX_CALLS", "BM_LLM_MAX_TOKENS")
+             "BM_LLM_MAX_CALLS", "BM_LLM_MAX_TOKENS", "BM_SYNC_PUSH_INTERVAL", "BM_SYNC_PUSH_AFTER_OPS",
+             "BM_SYNC_PULL_INTERVAL", "BM_SYNC_BACKOFF_MAX", "BM_SYNC_MAX_SKEW_MS", "XDG_STATE_HOME")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "brandmind"
 FRONT_ENDS = ("brandmind.cli", "brandmind.sync")
 HEAVY = ("numpy", "onnxruntime", "onnx", "apsw", "lmdb", "sqlite_vec", "tokenizers", "safetensors",
-         "yaml", "jsonschema", "pycrdt")
+         "yaml", "jsonschema", "pycrdt", "boto3", "botocore", "cryptography")
 
 
 # -- (a) the import boundary ------------------------------------------------------------------
@@ -116,7 +116,9 @@ main()
                                   ["config", "--help"],
                                   ["skill", "--help"], ["skill", "import", "--help"], ["fs", "--help"],
                                   ["block", "--help"], ["block", "edit", "--help"],
-                                  ["persona", "--help"], ["persona", "doc", "import", "--help"]])
+                                  ["persona", "--help"], ["persona", "doc", "import", "--help"],
+                                  ["remote", "--help"], ["remote", "add", "s3", "--help"],
+                                  ["sync", "--help"], ["sync", "now", "--help"], ["sync", "key", "--help"]])
 def test_help_does_not_import_heavy_modules(argv, tmp_path):
     res = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY, argv=argv)],
                          capture_output=True, text=True, timeout=60, cwd=tmp_path,

@@ -1,0 +1,377 @@
+"""The library side of sync: receiving other replicas' ops into the op log, the version
+vector, and applying ops to the SQLite projection in each replica's sequence order.
+
+``brandmind.sync`` (remotes, planner, engine, daemon) is built on these; the library never
+imports it.  The merge rules are written down in ``sync/rules.py``.
+
+Receiving (:func:`receive`, ``LogTxn.receive``), in the caller's LMDB write transaction:
+
+1. Idempotent by op id: an op already stored is a duplicate (False).  If the stored op has
+   another HLC or kind, two devices write under one replica id: :class:`SyncConflict`.
+   (The stored op may be a redaction of the incoming one: payloads are not compared.)
+2. Skew cap: an op stamped more than ``max_skew_ms`` ahead of local time is refused with
+   :class:`ClockSkew`, which names the skew (it would otherwise win every LWW register).
+3. Remove wins: an op carrying content of a user forgotten at a later HLC, or the
+   ``memory.add`` of a forgotten memory, is stored redacted (as ``bm forget`` leaves the
+   log), so a replica that was offline never brings the data back.  A received
+   ``user.forget`` redacts the earlier ops of that user already here (as the local
+   ``forget_user`` does); a received ``memory.forget`` redacts the memory's add.
+4. The op gets the next arrival number, its LMDB projection (beads) is applied, the
+   replica's contiguous head in the version vector advances, and the local HLC moves past
+   the op's (receive rule), so local ops made afterwards are stamped after it.  Our own
+   replica's ops (a restore) also move ``next_seq`` past them.
+
+Applying (:func:`catch_up`): ops go to SQLite in arrival order, except that an op whose
+predecessor of the same replica has not been applied yet is held back (``sync_held``) and
+applied right after it.  ``bm rebuild`` runs the same function over the whole log, so a
+rebuild gives exactly the incremental result.
+"""
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from .errors import ClockSkew, InvalidInput, SyncConflict
+from .oplog import _u64, dumps
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .memory import Memory
+    from .oplog import LogTxn, OpLog
+    from .sqlstore import SQLStore
+
+
+def split_id(op_id: str) -> tuple[str, int]:
+    replica, _, seq = str(op_id).rpartition(":")
+    return replica, int(seq)
+
+
+def _key(replica: str, seq: int) -> bytes:
+    return replica.encode() + b"\0" + _u64(seq)
+
+
+# -- the version vector ------------------------------------------------------------------------
+def init_version_vector(log: "OpLog", txn: Any) -> None:
+    """Compute every replica's contiguous head from the ops stored (once, for old stores)."""
+    sync = log.db["sync"]
+    heads: dict[bytes, int] = {}
+    broken: set[bytes] = set()
+    for key in txn.cursor(db=log.db["ops"]).iternext(keys=True, values=False):
+        replica, seq = key[:-9], int.from_bytes(key[-8:], "big")
+        if replica in broken:
+            continue
+        if seq == heads.get(replica, 0) + 1:
+            heads[replica] = seq
+        else:
+            broken.add(replica)
+    for replica, head in heads.items():
+        txn.put(b"vv\0" + replica, _u64(head), db=sync)
+    txn.put(b"vv_ready", b"1", db=sync)
+
+
+def _advance_head(t: "LogTxn", replica: str) -> None:
+    sync, ops = t.db["sync"], t.db["ops"]
+    vkey = b"vv\0" + replica.encode()
+    raw = t.txn.get(vkey, db=sync)
+    head = int.from_bytes(raw, "big") if raw else 0
+    start = head
+    while t.txn.get(_key(replica, head + 1), db=ops) is not None:
+        head += 1
+    if head != start:
+        t.txn.put(vkey, _u64(head), db=sync)
+
+
+# -- small LMDB indexes ------------------------------------------------------------------------------
+def _get_str(t: "LogTxn", key: bytes) -> str | None:
+    raw = t.txn.get(key, db=t.db["sync"])
+    return bytes(raw).decode() if raw is not None else None
+
+
+def _put_max(t: "LogTxn", key: bytes, hk: str) -> None:
+    old = _get_str(t, key)
+    if old is None or hk > old:
+        t.txn.put(key, hk.encode(), db=t.db["sync"])
+
+
+def note_bead(t: "LogTxn", bead_id: str, hk: str) -> None:
+    """Remember the HLC of a bead's op (a user.forget removes beads stamped before it)."""
+    t.txn.put(b"bh\0" + bead_id.encode(), hk.encode(), db=t.db["sync"])
+
+
+def bead_before(t: "LogTxn", bead_id: str, hk: str) -> bool:
+    known = _get_str(t, b"bh\0" + bead_id.encode())
+    return known is None or known < hk
+
+
+# -- receiving -------------------------------------------------------------------------------------------
+def _check_shape(op: Any) -> tuple[str, int]:
+    try:
+        replica, seq = split_id(op["id"])
+        hlc = op["hlc"]
+        ok = (replica and seq >= 1 and isinstance(op["kind"], str) and isinstance(op["payload"], dict)
+              and isinstance(hlc, list) and len(hlc) == 3 and int(hlc[0]) >= 0 and int(hlc[1]) >= 0)
+    except (KeyError, TypeError, ValueError):
+        ok = False
+    if not ok:
+        shown = json.dumps(op, default=str)[:120] if isinstance(op, dict) else repr(op)[:120]
+        raise InvalidInput(f"not a bm op: {shown}",
+                           hint="the remote holds data bm did not write; check the remote's prefix")
+    return replica, seq
+
+
+def receive(t: "LogTxn", op: dict, *, max_skew_ms: int, now_ms: int | None = None) -> bool:
+    """See the module docstring.  Returns False for an op stored already."""
+    from . import clock
+    from .clock import HLC
+    from .projection import apply_log_side, hlc_key
+
+    replica, seq = _check_shape(op)
+    key = _key(replica, seq)
+    raw = t.txn.get(key, db=t.db["ops"])
+    if raw is not None:
+        stored = json.loads(raw)
+        if list(stored["hlc"]) != list(op["hlc"]) or stored["kind"] != op["kind"]:
+            raise SyncConflict(
+                f"two devices share replica id {replica}: op {op['id']} is {stored['kind']} at "
+                f"{stored['hlc'][0]} here but {op['kind']} at {op['hlc'][0]} on the remote",
+                hint="on one of them run `bm sync reset-replica` (it takes a new replica id and "
+                     "re-stamps its unsynced ops), then sync again")
+        return False
+    now = now_ms if now_ms is not None else clock.now_millis()
+    ahead = int(op["hlc"][0]) - now
+    if ahead > max_skew_ms:
+        raise ClockSkew(
+            f"op {op['id']} from replica {replica} is stamped {ahead / 1000:.1f} s ahead of this "
+            f"device's clock (more than the {max_skew_ms / 1000:g} s allowed by sync_max_skew_ms)",
+            hint="fix the clock of the device that wrote it (or this one's: check NTP), or raise "
+                 "the cap with `bm config set sync_max_skew_ms N`")
+    hk = hlc_key(op["hlc"])
+    op = {"id": op["id"], "hlc": list(op["hlc"]), "kind": op["kind"], "payload": op["payload"]}
+    op["payload"] = _remove_wins(t, op, hk)
+    kind, p = op["kind"], op["payload"]
+    meta = t.db["meta"]
+    t.txn.put(key, dumps(op), db=t.db["ops"])
+    arrival = t._meta_int(b"next_arrival")
+    t.txn.put(_u64(arrival), key, db=t.db["order"])
+    t.txn.put(b"next_arrival", _u64(arrival + 1), db=meta)
+    _advance_head(t, replica)
+    own = t.log.replica
+    if replica == own and seq >= t._meta_int(b"next_seq"):
+        t.txn.put(b"next_seq", _u64(seq + 1), db=meta)
+    last_raw = t.txn.get(b"hlc", db=meta)
+    last = HLC.decode(json.loads(last_raw)) if last_raw else HLC(0, 0, own)
+    theirs = HLC.decode(op["hlc"])
+    if (theirs.wall_ms, theirs.counter) > (last.wall_ms, last.counter):
+        t.txn.put(b"hlc", json.dumps([theirs.wall_ms, theirs.counter, own]).encode(), db=meta)
+    if kind == "kg.node" and isinstance(p.get("user"), str):
+        gone = _get_str(t, b"fu\0" + p["user"].encode())
+        if gone is not None and hk < gone:  # a forgotten user's node arrived after the forget
+            _forget_node(t, p["id"], gone)
+    if not p.get("redacted"):
+        if kind == "memory.add":
+            t.txn.put(b"ma\0" + p["id"].encode(), op["id"].encode(), db=t.db["sync"])
+        elif kind == "memory.forget":
+            forget_memory_in_log(t, p["id"], hk)
+        elif kind == "user.forget":
+            forget_user_in_log(t, op)
+    apply_log_side(t, op)
+    return True
+
+
+def _owner(op: dict) -> str | None:
+    p = op["payload"]
+    if op["kind"] == "bead.add":
+        bead = p.get("bead")
+        return bead.get("user") if isinstance(bead, dict) else None
+    user = p.get("user")
+    return user if isinstance(user, str) else None
+
+
+def _remove_wins(t: "LogTxn", op: dict, hk: str) -> dict:
+    """The payload to store: redacted when its memory or user was forgotten after it."""
+    from .memory import _owned_by, _redacted
+
+    kind, p = op["kind"], op["payload"]
+    if p.get("redacted"):
+        return p
+    if kind == "memory.add" and isinstance(p.get("id"), str) and _get_str(t, b"fm\0" + p["id"].encode()):
+        return {"id": p["id"], "redacted": True}
+    user = _owner(op)
+    if user is not None:
+        gone = _get_str(t, b"fu\0" + user.encode())
+        if gone is not None and hk < gone and _owned_by(op, user):
+            return _redacted(op)
+    if kind in ("kg.edge", "kg.mention"):
+        ends = (p.get("src"), p.get("dst")) if kind == "kg.edge" else (p.get("node"),)
+        for end in ends:
+            if isinstance(end, str):
+                gone = _get_str(t, b"fn\0" + end.encode())
+                if gone is not None and hk < gone:
+                    return _redacted(op)
+    return p
+
+
+def forget_memory_in_log(t: "LogTxn", memory_id: str, hk: str, add_op: str | None = None) -> None:
+    """A ``memory.forget``: later adds of the id are stored redacted; the add here is redacted."""
+    _put_max(t, b"fm\0" + memory_id.encode(), hk)
+    add_op = add_op or _get_str(t, b"ma\0" + memory_id.encode())
+    if add_op:
+        t.redact(add_op, {"id": memory_id, "redacted": True})
+
+
+def forget_user_in_log(t: "LogTxn", op: dict) -> int:
+    """A ``user.forget``: redact every earlier op carrying the user's content (memories,
+    beads, graph nodes and the edges and mentions of those, their persona assignments,
+    their blocks), and remember the forget for ops of theirs that arrive later.
+    Returns how many ops were redacted."""
+    from .memory import _owned_by, _redacted
+    from .projection import hlc_key
+
+    user = op["payload"]["user"]
+    forgotten_at = hlc_key(op["hlc"])
+    _put_max(t, b"fu\0" + user.encode(), forgotten_at)
+    earlier = [o for _, o in t.iter_ops() if hlc_key(o["hlc"]) < forgotten_at]
+    # the user's nodes made before the forget (also those redacted by an earlier forget)
+    nodes = {o["payload"]["id"] for o in earlier if o["kind"] == "kg.node" and o["payload"].get("user") == user}
+    for node in nodes:
+        _put_max(t, b"fn\0" + node.encode(), forgotten_at)
+    n = 0
+    for old in earlier:
+        if _owned_by(old, user, nodes):  # (False for what is redacted already)
+            t.redact(old["id"], _redacted(old))
+            n += 1
+    return n
+
+
+def _forget_node(t: "LogTxn", node_id: str, forgotten_at: str) -> None:
+    """A node of a forgotten user that arrived after the forget: the edges and mentions of it
+    stamped before the forget are redacted too (as if it had been here at the forget).  Ops
+    arriving later are checked against ``fn`` at once; the ones here already are found by one
+    scan of the log per batch (:func:`flush_late_nodes`)."""
+    _put_max(t, b"fn\0" + node_id.encode(), forgotten_at)
+    late = t.__dict__.setdefault("_late_nodes", {})
+    late[node_id] = max(late.get(node_id, ""), forgotten_at)
+    if not t.__dict__.get("_batch"):
+        flush_late_nodes(t)
+
+
+def flush_late_nodes(t: "LogTxn") -> None:
+    from .memory import _redacted
+    from .projection import hlc_key
+
+    late = t.__dict__.pop("_late_nodes", None)
+    if not late:
+        return
+    for _, o in t.iter_ops():
+        p = o["payload"]
+        if p.get("redacted") or o["kind"] not in ("kg.mention", "kg.edge"):
+            continue
+        ends = (p.get("node"),) if o["kind"] == "kg.mention" else (p.get("src"), p.get("dst"))
+        hk = hlc_key(o["hlc"])
+        if any(isinstance(end, str) and end in late and hk < late[end] for end in ends):
+            t.redact(o["id"], _redacted(o))
+
+
+def receive_batch(mem: "Memory", ops: Iterable[dict], *, now_ms: int | None = None) -> dict:
+    """``Memory.receive_ops``: store the ops (one LMDB transaction: all or nothing), then
+    bring the SQLite projection up to date (which embeds pulled memories locally)."""
+    ops = list(ops)
+    received = duplicates = 0
+    max_skew = int(mem.config.sync_max_skew_ms)
+    _embed_ahead(mem, ops)
+    with mem.log.write() as t:
+        t._batch = True  # one scan of the log for late nodes of forgotten users, at the end
+        for op in ops:
+            if not t.receive(op, max_skew_ms=max_skew, now_ms=now_ms):
+                duplicates += 1
+                continue
+            received += 1
+            if op["kind"] == "memory.forget" and not op["payload"].get("redacted"):
+                # a memory added here (not received) is found through the index
+                row = mem.sql.conn.execute("SELECT op_id FROM memories WHERE id=?",
+                                           (op["payload"]["id"],)).fetchone()
+                if row is not None:
+                    t.redact(row[0], {"id": op["payload"]["id"], "redacted": True})
+        flush_late_nodes(t)
+    if received:
+        mem._catch_up()
+    return {"received": received, "duplicates": duplicates}
+
+
+def _embed_ahead(mem: "Memory", ops: list[dict], batch: int = 256) -> None:
+    """Embed the texts of pulled memories in batches (with this device's model) into the
+    vector cache, before any lock is taken; the projection then finds them there."""
+    model = mem.sql.model
+    texts = list(dict.fromkeys(
+        op["payload"]["text"] for op in ops
+        if isinstance(op, dict) and op.get("kind") == "memory.add" and isinstance(op.get("payload"), dict)
+        and isinstance(op["payload"].get("text"), str) and not op["payload"].get("redacted")))
+    texts = [text for text in texts if mem.log.cached_vector(model, text) is None]
+    for i in range(0, len(texts), batch):
+        chunk = texts[i:i + batch]
+        vecs = mem._embed_docs(chunk)
+        with mem.log.write() as t:
+            for text, vec in zip(chunk, vecs):
+                t.cache_vector(model, text, vec.tobytes())
+
+
+# -- applying in per-replica order -------------------------------------------------------------------
+def _heads(log: "OpLog", sql: "SQLStore", start: int) -> dict[str, int]:
+    c = sql.conn
+    if sql.get_meta("sync_heads") is None:
+        # an index built before sync: everything up to ``start`` was applied, in order
+        heads: dict[str, int] = {}
+        if start:
+            for arrival, op in log.ops_after(0):
+                if arrival > start:
+                    break
+                replica, seq = split_id(op["id"])
+                heads[replica] = max(heads.get(replica, 0), seq)
+        c.execute("DELETE FROM sync_heads")
+        c.executemany("INSERT INTO sync_heads VALUES(?,?)", list(heads.items()))
+        sql.set_meta("sync_heads", "1")
+        return heads
+    return dict(c.execute("SELECT replica, seq FROM sync_heads").fetchall())
+
+
+def catch_up(log: "OpLog", sql: "SQLStore", vector_for: Callable[[str], bytes],
+             progress: Callable[[int, int], None] | None = None, *,
+             apply: Callable[..., None] | None = None) -> int:
+    """Apply to ``sql`` every op it has not seen, in arrival order, each replica's ops in
+    seq order (held back until the gap fills); returns how many arrivals were processed."""
+    if apply is None:
+        from .projection import apply_sql_side as apply
+    c = sql.conn
+    n = 0
+    with sql.write():
+        start = sql.applied()
+        total = log.last_arrival() - start
+        heads = _heads(log, sql, start)
+        held = {(r, s) for r, s in c.execute("SELECT replica, seq FROM sync_held")}
+        changed: set[str] = set()
+        last = start
+        for arrival, op in log.ops_after(start):
+            replica, seq = split_id(op["id"])
+            head = heads.get(replica, 0)
+            if seq == head + 1:
+                apply(sql, op, vector_for)
+                head = seq
+                while (replica, head + 1) in held:
+                    nxt = log.get_op(replica, head + 1)
+                    if nxt is None:
+                        break
+                    apply(sql, nxt, vector_for)
+                    held.discard((replica, head + 1))
+                    c.execute("DELETE FROM sync_held WHERE replica=? AND seq=?", (replica, head + 1))
+                    head += 1
+                heads[replica] = head
+                changed.add(replica)
+            elif seq > head + 1 and (replica, seq) not in held:
+                held.add((replica, seq))
+                c.execute("INSERT OR IGNORE INTO sync_held VALUES(?,?)", (replica, seq))
+            last = arrival
+            n += 1
+            if progress and n % 500 == 0:
+                progress(n, total)
+        c.executemany("INSERT OR REPLACE INTO sync_heads VALUES(?,?)", [(r, heads[r]) for r in sorted(changed)])
+        sql.set_meta("applied", str(last))
+    return n

@@ -1,0 +1,323 @@
+"""bm remote add|list|remove|test and bm sync now|status|key (brandmind/sync)."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .common import JsonOpt, open_store
+from .output import emit, emit_json, info, kv_table, wants_json
+
+remote_app = typer.Typer(
+    help="Sync remotes of this store (S3 or any S3-compatible server), kept in <data dir>/remotes.toml.",
+    no_args_is_help=True)
+remote_add_app = typer.Typer(help="Add a remote.", no_args_is_help=True)
+remote_app.add_typer(remote_add_app, name="add")
+sync_app = typer.Typer(
+    help="Replicate this store's op log through its remotes, end-to-end encrypted "
+         "(`bm sync now`, `bm sync status`, `bm sync key`).",
+    no_args_is_help=True)
+key_app = typer.Typer(
+    help="This store's sync key: every device of the store needs the same one "
+         "(`bm sync key export` here, `bm sync key import FILE` there).",
+    no_args_is_help=True)
+sync_app.add_typer(key_app, name="key")
+
+RemoteOpt = Annotated[Optional[str], typer.Option("--remote", "-r", help="Remote name (default: every remote).")]
+
+
+def _data_dir() -> Path:
+    """The store's data directory; the store must exist (remotes and keys belong to it)."""
+    from brandmind.config import resolve_paths
+    from brandmind.errors import StoreMissing
+
+    paths = resolve_paths()
+    if not (paths.lmdb_dir / "data.mdb").exists():
+        raise StoreMissing(f"no bm store at {paths.data_dir}",
+                           hint="run `bm init` first (or point BM_HOME at an existing store)")
+    return paths.data_dir
+
+
+# -- bm remote ----------------------------------------------------------------------------------------
+@remote_add_app.command("s3")
+def remote_add_s3(
+    bucket: Annotated[str, typer.Option("--bucket", "-b", help="The S3 bucket.")],
+    name: Annotated[Optional[str], typer.Argument(help="Name of the remote (default: origin).")] = None,
+    prefix: Annotated[Optional[str], typer.Option("--prefix", help="Key prefix inside the bucket, e.g. bm/home.")] = None,
+    endpoint_url: Annotated[Optional[str], typer.Option("--endpoint-url", help="An S3-compatible server, e.g. http://127.0.0.1:8333 (path-style addressing).")] = None,
+    region: Annotated[Optional[str], typer.Option("--region", help="AWS region (default: the profile's, or us-east-1 with --endpoint-url).")] = None,
+    profile: Annotated[Optional[str], typer.Option("--profile", help="A profile of ~/.aws/config for the credentials.")] = None,
+    addressing_style: Annotated[Optional[str], typer.Option("--addressing-style", help="path, virtual or auto (default: path with --endpoint-url).")] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="Overwrite a remote of the same name.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add an S3 remote: bm remote add s3 --bucket my-bucket [--prefix bm] [--endpoint-url URL].
+
+    Credentials come from the usual boto3 chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, --profile,
+    SSO, an instance role); nothing secret is written by this command.
+    """
+    from brandmind.sync.config import add_remote, make_s3
+
+    cfg = make_s3(name, bucket=bucket, prefix=prefix, endpoint_url=endpoint_url, region=region,
+                  profile=profile, addressing_style=addressing_style)
+    add_remote(_data_dir(), cfg, replace=replace)
+    if wants_json(as_json):
+        emit_json(cfg.public())
+    else:
+        info(f"remote {cfg.name} -> {cfg.url()}" + (f" at {cfg.endpoint_url}" if cfg.endpoint_url else "")
+             + " (check it with `bm remote test`, then `bm sync now`)")
+
+
+@remote_app.command("list")
+def remote_list(as_json: JsonOpt = False) -> None:
+    """The remotes of this store."""
+    from brandmind.sync.config import load_remotes
+
+    items = [r.public() for r in load_remotes(_data_dir()).values()]
+
+    def table(rows: list[dict]) -> Any:
+        from rich.table import Table
+
+        t = Table(header_style="bold")
+        for col in ("name", "url", "endpoint_url", "region", "profile"):
+            t.add_column(col)
+        for r in rows:
+            t.add_row(*(str(r.get(c) or "") for c in ("name", "url", "endpoint_url", "region", "profile")))
+        if not rows:
+            t.caption = "no remotes: `bm remote add s3 --bucket BUCKET`"
+        return t
+
+    emit(items, as_json=as_json, jsonl=False, table=table)
+
+
+@remote_app.command("remove")
+def remote_remove(name: Annotated[str, typer.Argument(help="The remote to remove.")], as_json: JsonOpt = False) -> None:
+    """Forget a remote (nothing in the bucket is deleted)."""
+    from brandmind.sync.config import remove_remote
+
+    gone = remove_remote(_data_dir(), name)
+    if wants_json(as_json):
+        emit_json({"removed": gone.name, "url": gone.url()})
+    else:
+        info(f"removed remote {gone.name} ({gone.url()}); the bucket is untouched")
+
+
+@remote_app.command("test")
+def remote_test(
+    name: Annotated[Optional[str], typer.Argument(help="The remote (default: the only one, or origin).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check a remote: write, read and delete an encrypted probe object, and check the
+    conditional writes sync needs (If-None-Match: *, If-Match)."""
+    from brandmind.errors import BMError
+    from brandmind.sync.config import get_remote
+    from brandmind.sync.crypto import Keyring
+    from brandmind.sync.s3 import S3Remote
+
+    data_dir = _data_dir()
+    cfg = get_remote(data_dir, name)
+    result = S3Remote(cfg, Keyring(data_dir)).probe()
+    emit(result, as_json=as_json, jsonl=False, table=lambda r: kv_table(r, title=f"remote {cfg.name}"))
+    if not result["ok"]:
+        missing = [k for k in ("round_trip", "if_none_match", "if_match", "deleted") if not result.get(k)]
+        raise BMError(f"remote {cfg.name!r} does not support what sync needs: {', '.join(missing)} failed",
+                      hint="use S3 or a server with conditional writes (If-None-Match / If-Match), "
+                           "e.g. recent MinIO, SeaweedFS or Garage")
+
+
+# -- bm sync ------------------------------------------------------------------------------------------------
+def _remotes(mem: Any, name: str | None) -> list[Any]:
+    from brandmind.sync.config import get_remote, load_remotes
+    from brandmind.sync.s3 import open_remote
+
+    data_dir = mem.config.paths.data_dir
+    if name is not None:
+        return [open_remote(mem, get_remote(data_dir, name))]
+    configs = load_remotes(data_dir)
+    if not configs:
+        get_remote(data_dir, None)  # raises "no sync remote" with the hint
+    return [open_remote(mem, cfg) for cfg in configs.values()]
+
+
+def _error_text(err: Any) -> tuple[str, str | None]:
+    if isinstance(err, dict):
+        return str(err.get("message") or err.get("error") or err), err.get("hint")
+    return str(err), None
+
+
+@sync_app.command("now")
+def sync_now(
+    remote: RemoteOpt = None,
+    push: Annotated[bool, typer.Option("--push/--no-push", help="Send this device's ops.")] = True,
+    pull: Annotated[bool, typer.Option("--pull/--no-pull", help="Fetch the other devices' ops.")] = True,
+    bootstrap: Annotated[bool, typer.Option("--bootstrap", help="Start from the newest snapshot on the remote instead of replaying every op (automatic when this store is empty).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Push this device's new ops and pull the others' (once, without the daemon)."""
+    from brandmind.errors import BMError
+    from brandmind.sync import snapshot
+    from brandmind.sync.engine import sync_once
+
+    reports = []
+    with open_store() as mem:
+        for i, rem in enumerate(_remotes(mem, remote)):
+            t0 = time.perf_counter()
+            boot = None
+            if pull and i == 0 and (bootstrap or _empty(mem)):
+                boot = snapshot.bootstrap(mem, rem, forced=bootstrap)
+                if boot is None and bootstrap:
+                    info(f"{rem.name}: no snapshot on the remote; replaying every op")
+            report = dict(sync_once(mem, rem, push=push, pull=pull))
+            report = {"remote": rem.name, "url": rem.cfg.url(), **report,
+                      "seconds": round(time.perf_counter() - t0, 3)}
+            if boot is not None:
+                report["bootstrap"] = boot
+            reports.append(report)
+    out = {"ok": not any(r.get("errors") for r in reports), "remotes": reports}
+    if wants_json(as_json):
+        emit_json(out)
+    else:
+        for r in reports:
+            pushed = sum((r.get("pushed") or {}).values())
+            pulled = sum((r.get("pulled") or {}).values())
+            info(f"{r['remote']}: pushed {pushed} op(s), pulled {pulled} op(s) in {r['seconds']:.2f} s"
+                 + (f"; {len(r['errors'])} error(s)" if r.get("errors") else ""))
+    failed = [(r["remote"], e) for r in reports for e in (r.get("errors") or [])]
+    if failed:
+        name, err = failed[0]
+        message, hint = _error_text(err)
+        raise BMError(f"sync with {name} failed: {message}",
+                      hint=hint or "nothing is lost (the local op log keeps every op); see `bm sync status`")
+
+
+def _empty(mem: Any) -> bool:
+    return mem.log.count("ops") == 0
+
+
+@sync_app.command("snapshot")
+def sync_snapshot(remote: RemoteOpt = None, as_json: JsonOpt = False) -> None:
+    """Upload a snapshot of this store's state (encrypted), so a new device starts from it
+    (`bm sync now` on an empty store) instead of replaying every op.  Sync first: the
+    snapshot holds what this device has."""
+    from brandmind.sync import snapshot
+
+    with open_store() as mem:
+        made = [{"remote": rem.name, **snapshot.create(mem, rem)} for rem in _remotes(mem, remote)]
+    if wants_json(as_json):
+        emit_json(made)
+    else:
+        for m in made:
+            info(f"{m['remote']}: snapshot of {m['ops']:,} ops ({m['bytes'] / 1e6:.1f} MB) in {m['seconds']:.2f} s")
+
+
+@sync_app.command("status")
+def sync_status_cmd(remote: RemoteOpt = None, as_json: JsonOpt = False) -> None:
+    """Pending ops per remote, the version vector, the last success and the last error
+    (from this device's records and the daemon's, without contacting the remotes unless
+    --remote is given)."""
+    from brandmind.sync.engine import sync_status
+
+    with open_store(check_model=False) as mem:
+        rem = _remotes(mem, remote)[0] if remote else None
+        out = sync_status(mem, rem)
+        if "daemon" not in out:  # what the daemon last did (brandmind.sync.daemon)
+            from brandmind.sync.daemon import summary
+
+            out = {**out, "daemon": summary(mem)}
+    emit(out, as_json=as_json, jsonl=False, table=_status_table)
+
+
+def _status_table(st: dict) -> Any:
+    """`bm sync status` on a terminal: one row per remote."""
+    from rich.table import Table
+
+    vv = " ".join(f"{r}:{n}" for r, n in sorted((st.get("version_vector") or {}).items())) or "(empty)"
+    t = Table(header_style="bold", title=f"bm sync · replica {st.get('replica')} · {st.get('ops', 0):,} ops",
+              caption=f"version vector: {vv}")
+    for col in ("remote", "pending", "incoming", "last success", "last error", "checked"):
+        t.add_column(col, overflow="fold")
+    for name, r in sorted((st.get("remotes") or {}).items()):
+        ok = r.get("last_success") or {}
+        err = r.get("last_error") or {}
+        t.add_row(name, f"{r.get('pending_total', 0):,}", f"{sum((r.get('incoming') or {}).values()):,}",
+                  f"{ok.get('at', '')} (+{ok.get('pushed', 0)}/-{ok.get('pulled', 0)})" if ok else "never",
+                  f"{err.get('at', '')} {err.get('message', '')}".strip() if err else "",
+                  r.get("checked", ""))
+    if not st.get("remotes"):
+        t.add_row("(none yet)", "", "", "", "", "")
+    daemon = st.get("daemon") or {}
+    if daemon:
+        t.caption += ("; daemon: running, pid " + str(daemon.get("pid"))) if daemon.get("running") \
+            else "; daemon: not running (`bm daemon start`)"
+    return t
+
+
+# -- bm sync key ----------------------------------------------------------------------------------------
+@key_app.command("show")
+def key_show(as_json: JsonOpt = False) -> None:
+    """The key id and fingerprint of this store's sync key (made on first use; never the key itself)."""
+    from brandmind.sync.crypto import Keyring
+
+    ring = Keyring(_data_dir())
+    created = not ring.has_key()
+    ring.active()
+    out = {**ring.describe(), "created": created}
+    emit(out, as_json=as_json, jsonl=False, table=lambda o: kv_table(
+        {k: v for k, v in o.items() if k != "keys"}, title="sync key"))
+
+
+@key_app.command("export")
+def key_export(
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (mode 0600); default stdout.")] = None,
+) -> None:
+    """Print this store's sync key (to add a device: `bm sync key import FILE` there)."""
+    import os
+
+    from brandmind.errors import InvalidInput
+    from brandmind.sync.crypto import Keyring
+
+    key = Keyring(_data_dir()).active()
+    text = key.export_text() + "\n"
+    sys.stderr.write(f"Warning: this key ({key.key_id}) decrypts everything this store syncs; "
+                     "keep it secret and delete copies you no longer need.\n")
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {output}: {exc.strerror or exc}",
+                           hint="give a path in an existing, writable directory, or omit -o for stdout") from None
+    info(f"sync key {key.key_id} written to {output}")
+
+
+@key_app.command("import")
+def key_import(
+    path: Annotated[str, typer.Argument(help="A file written by `bm sync key export`, or - for stdin.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Use the sync key of the other devices of this store (it becomes the active key;
+    keys this store had stay, so what they wrote stays readable)."""
+    from brandmind.errors import NotFound
+    from brandmind.sync.crypto import Keyring
+
+    if path == "-":
+        text = sys.stdin.read()
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise NotFound(f"no such file: {path}", hint="give the file written by `bm sync key export`, or -")
+        text = p.read_text(encoding="utf-8", errors="replace")
+    ring = Keyring(_data_dir())
+    key, changed = ring.import_key(text)
+    out = {"key_id": key.key_id, "fingerprint": key.fingerprint, "changed": changed, "file": str(ring.path)}
+    if wants_json(as_json):
+        emit_json(out)
+    else:
+        info(f"sync key {key.key_id} ({key.fingerprint}) " + ("imported; it is now this store's key"
+                                                               if changed else "was already this store's key"))

@@ -1,0 +1,252 @@
+"""One sync round with one remote (:func:`sync_once`) and what ``bm sync status`` shows
+(:func:`sync_status`).
+
+A round: read the remote's heads, plan (``plan.py``: pure), push the ops the remote lacks
+(ours; others' too when the remote relays), pull the ops we lack and hand them to
+``Memory.receive_ops`` (which applies the merge rules: ``rules.py``).  The remote owns all
+I/O; this module only sequences it and keeps records.
+
+The local op log is the durable queue: nothing is removed from it when a push succeeds, so
+a failure at any point (the remote down, a timeout after the remote committed, a crash
+before the watermark is written) loses nothing: the next round plans from the heads the
+remote reports and re-sends what it does not have; a re-sent op that it has is treated as
+already pushed (same id, HLC and kind), so nothing is duplicated either.
+
+Records (``<data_dir>/sync_state.json``, per remote, written atomically AFTER the remote
+confirmed a push or after pulled ops are stored): watermarks (how far each replica's
+stream was pushed / pulled), the remote heads last seen, the last success and the last
+error.  They feed ``bm sync status`` without contacting the remote; planning never trusts
+them over the remote's own heads.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from brandmind.errors import BMError, SyncConflict
+
+from .plan import plan
+
+PUSH_BATCH = 5000   # ops per push call
+PULL_BATCH = 5000   # ops per pull call (and per receive transaction)
+STATE_FILE = "sync_state.json"
+
+
+# -- records ---------------------------------------------------------------------------------------
+def state_path(mem: Any) -> Path:
+    return Path(mem.config.paths.data_dir) / STATE_FILE
+
+
+def load_state(mem: Any) -> dict:
+    try:
+        data = json.loads(state_path(mem).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        return {}  # a damaged record file only loses history: planning never reads it
+    return data if isinstance(data, dict) else {}
+
+
+@contextmanager
+def _locked(mem: Any) -> Iterator[None]:
+    import fcntl
+
+    path = state_path(mem).with_suffix(".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _update_state(mem: Any, remote_name: str, change: Callable[[dict], None]) -> None:
+    """Read-modify-write one remote's record under a file lock; atomic replace + fsync."""
+    path = state_path(mem)
+    with _locked(mem):
+        data = load_state(mem)
+        change(data.setdefault(remote_name, {}))
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, sort_keys=True, indent=1)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
+
+def _iso_now() -> str:
+    from brandmind.clock import iso, now_millis
+
+    return iso(now_millis())
+
+
+def _error(stage: str, exc: BMError, replica: str | None = None) -> dict:
+    out = {"stage": stage, "message": exc.message, "hint": exc.hint, "error": type(exc).__name__}
+    if replica:
+        out["replica"] = replica
+    return out
+
+
+# -- one round ---------------------------------------------------------------------------------------
+def sync_once(mem: Any, remote: Any, *, push: bool = True, pull: bool = True,
+              fault: Callable[[str], None] | None = None) -> dict:
+    """Push and/or pull once.  Returns ``{"remote", "pushed": {replica: n}, "pulled":
+    {replica: n}, "duplicates", "version_vector", "remote_heads", "errors": [{"stage",
+    "message", "hint", "error", "replica"?}]}``.  Remote and merge errors (BMError) are
+    reported, not raised; a SyncConflict ends the round.  ``fault(point)`` is called at
+    "before_push", "after_push", "before_watermark" and "after_receive" (tests raise there
+    to simulate a crash)."""
+    name = remote.name
+    report: dict[str, Any] = {"remote": name, "pushed": {}, "pulled": {}, "duplicates": 0,
+                              "version_vector": {}, "remote_heads": {}, "errors": []}
+    errors: list[dict] = report["errors"]
+
+    def hook(point: str) -> None:
+        if fault is not None:
+            fault(point)
+
+    try:
+        heads = {r: int(h) for r, h in dict(remote.heads()).items()}
+    except BMError as exc:
+        errors.append(_error("heads", exc))
+        heads = None
+    if heads is not None:
+        own = mem.log.replica
+        p = plan(mem.log.version_vector(), heads, own, push_others=bool(remote.accepts_pushes_for_others))
+        stop = False
+        if push:
+            for replica, (after, upto) in p.push.items():
+                try:
+                    sent = _push_stream(mem, remote, replica, after, upto, heads, hook)
+                except SyncConflict as exc:
+                    errors.append(_error("push", exc, replica))
+                    stop = True
+                    break
+                except BMError as exc:
+                    errors.append(_error("push", exc, replica))
+                    continue
+                if sent:
+                    report["pushed"][replica] = sent
+        if pull and not stop:
+            for replica, after in p.pull.items():
+                counts = {"received": 0, "duplicates": 0}
+                try:
+                    _pull_stream(mem, remote, replica, after, heads[replica], counts, hook)
+                except SyncConflict as exc:
+                    errors.append(_error("pull", exc, replica))
+                    break
+                except BMError as exc:
+                    errors.append(_error("pull", exc, replica))
+                finally:
+                    if counts["received"]:
+                        report["pulled"][replica] = counts["received"]
+                    report["duplicates"] += counts["duplicates"]
+        report["remote_heads"] = dict(sorted(heads.items()))
+    report["version_vector"] = mem.log.version_vector()
+
+    def record(st: dict) -> None:
+        now = _iso_now()
+        if heads is not None:
+            st["remote_heads"] = report["remote_heads"]
+            st["accepts_pushes_for_others"] = bool(remote.accepts_pushes_for_others)
+        st["last_attempt"] = now
+        if errors:
+            st["last_error"] = {"at": now, **errors[0]}
+        else:
+            st["last_success"] = {"at": now, "pushed": sum(report["pushed"].values()),
+                                  "pulled": sum(report["pulled"].values())}
+
+    _update_state(mem, name, record)
+    return report
+
+
+def _push_stream(mem: Any, remote: Any, replica: str, after: int, upto: int, heads: dict,
+                 hook: Callable[[str], None]) -> int:
+    sent = 0
+    while after < upto:
+        ops = mem.log.ops_of(replica, after, min(PUSH_BATCH, upto - after))
+        if not ops:
+            break
+        hook("before_push")
+        new_head = int(remote.push(replica, ops))
+        hook("after_push")
+        heads[replica] = max(heads.get(replica, 0), new_head)
+        hook("before_watermark")
+
+        def mark(st: dict, head: int = new_head) -> None:
+            marks = st.setdefault("watermarks", {}).setdefault("pushed", {})
+            marks[replica] = max(int(marks.get(replica, 0)), head)
+
+        _update_state(mem, remote.name, mark)
+        if new_head <= after:
+            break  # the remote did not move: try again next round
+        sent += min(new_head, after + len(ops)) - after
+        after = new_head
+    return sent
+
+
+def _pull_stream(mem: Any, remote: Any, replica: str, after: int, target: int, counts: dict,
+                 hook: Callable[[str], None]) -> None:
+    # the first pull starts one op early: the op both sides hold must be the same op there
+    # (else two devices write under one replica id: receive raises SyncConflict)
+    overlap = 1 if after > 0 else 0
+    while after < target:
+        ops = remote.pull(replica, after - overlap, PULL_BATCH)
+        overlap = 0
+        if not ops:
+            break
+        mine = [op for op in ops if str(op.get("id", "")).rpartition(":")[0] == replica]
+        got = mem.receive_ops(mine)
+        counts["received"] += got["received"]
+        counts["duplicates"] += got["duplicates"] + len(ops) - len(mine)
+        hook("after_receive")
+        head = mem.log.version_vector().get(replica, 0)
+
+        def mark(st: dict, h: int = head) -> None:
+            marks = st.setdefault("watermarks", {}).setdefault("pulled", {})
+            marks[replica] = max(int(marks.get(replica, 0)), h)
+
+        _update_state(mem, remote.name, mark)
+        if head <= after:
+            break  # a gap in what came back (a lossy answer): the next round fills it
+        after = head
+
+
+# -- status --------------------------------------------------------------------------------------------
+def sync_status(mem: Any, remote: Any | None = None) -> dict:
+    """``{"replica", "ops", "version_vector", "remotes": {name: {"pending": {replica: n},
+    "pending_total", "incoming", "remote_heads", "watermarks", "last_success",
+    "last_error", "checked": "live"|"recorded"}}}``.  Without ``remote`` it reads only this
+    device's records (no network); with one it asks that remote for its heads."""
+    state = load_state(mem)
+    vv = mem.log.version_vector()
+    own = mem.log.replica
+    names = set(state) | ({remote.name} if remote is not None else set())
+    remotes: dict[str, dict] = {}
+    for name in sorted(names):
+        st = state.get(name, {})
+        heads = {r: int(h) for r, h in (st.get("remote_heads") or {}).items()}
+        accepts = bool(st.get("accepts_pushes_for_others", False))
+        checked = "recorded"
+        last_error = st.get("last_error")
+        if remote is not None and name == remote.name:
+            accepts = bool(remote.accepts_pushes_for_others)
+            try:
+                heads = {r: int(h) for r, h in dict(remote.heads()).items()}
+                checked = "live"
+            except BMError as exc:
+                last_error = {"at": _iso_now(), **_error("heads", exc)}
+        pending = {r: n - heads.get(r, 0) for r, n in sorted(vv.items())
+                   if (r == own or accepts) and n > heads.get(r, 0)}
+        incoming = {r: h - vv.get(r, 0) for r, h in sorted(heads.items()) if h > vv.get(r, 0)}
+        remotes[name] = {"pending": pending, "pending_total": sum(pending.values()), "incoming": incoming,
+                         "remote_heads": dict(sorted(heads.items())), "watermarks": st.get("watermarks", {}),
+                         "last_success": st.get("last_success"), "last_error": last_error,
+                         "last_attempt": st.get("last_attempt"), "checked": checked}
+    return {"replica": own, "ops": mem.log.count("ops"), "version_vector": vv, "remotes": remotes,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
