@@ -40,6 +40,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from .sqlstore import SQLStore
 
 
+# what to do when two devices turn out to share a replica id (a copied store directory)
+CLASH_HINT = ('this store was copied from another device: on the copy, save what it holds with `bm export`, then start it in a fresh BM_HOME (`bm init`, `bm sync key import KEYFILE`, `bm remote add ...`, `bm sync now`) and re-add anything only the copy had')
+
+
 def split_id(op_id: str) -> tuple[str, int]:
     replica, _, seq = str(op_id).rpartition(":")
     return replica, int(seq)
@@ -133,8 +137,7 @@ def receive(t: "LogTxn", op: dict, *, max_skew_ms: int, now_ms: int | None = Non
             raise SyncConflict(
                 f"two devices share replica id {replica}: op {op['id']} is {stored['kind']} at "
                 f"{stored['hlc'][0]} here but {op['kind']} at {op['hlc'][0]} on the remote",
-                hint="on one of them run `bm sync reset-replica` (it takes a new replica id and "
-                     "re-stamps its unsynced ops), then sync again")
+                hint=CLASH_HINT)
         return False
     now = now_ms if now_ms is not None else clock.now_millis()
     ahead = int(op["hlc"][0]) - now

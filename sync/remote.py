@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from brandmind.errors import BMError, SyncConflict
+from brandmind.replication import CLASH_HINT
 
 
 @runtime_checkable
@@ -144,7 +145,7 @@ class MemoryRemote:
                 if not _same(json.loads(stored), op):
                     raise SyncConflict(f"two devices share replica id {replica}: op {op['id']} differs from "
                                        f"the one on remote {self.name!r}",
-                                       hint="on one of them run `bm sync reset-replica`, then sync again")
+                                       hint=CLASH_HINT)
                 continue
             stream[seq] = json.dumps(op, sort_keys=True)
         if keep < len(ops):

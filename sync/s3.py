@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 from brandmind.errors import BMError, ConfigError, InvalidInput, SyncConflict
+from brandmind.replication import CLASH_HINT
 
 from .config import RemoteConfig
 from .crypto import Keyring
@@ -51,9 +52,6 @@ _SEG = re.compile(r"^(\d{12})-(\d{12})\.seg$")
 _REPLICA = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _CAS_TRIES = 12
 _WORKERS = 4
-CLASH_HINT = ("two devices use the same replica id (a copied store directory?): on the copy, run "
-              "`bm sync reset-replica` (it gives the store a new replica id and re-sends its own ops), "
-              "then sync again")
 
 
 class RemoteError(BMError):

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from brandmind.errors import BMError
+from brandmind.replication import CLASH_HINT
 
 
 def _dumps(op: dict) -> bytes:
@@ -91,7 +92,7 @@ class DirRemote:
                 there = json.loads(path.read_bytes())
                 if (there["hlc"], there["kind"]) != (op["hlc"], op["kind"]):  # (a redaction is the same op)
                     raise SyncConflict(f"two devices share replica id {replica} (op {op['id']} differs)",
-                                       hint="run `bm sync reset-replica` on one of them") from None
+                                       hint=CLASH_HINT) from None
                 same += 1
             finally:
                 tmp.unlink()

@@ -526,7 +526,7 @@ def test_two_devices_with_one_replica_id_stop_with_a_conflict(pair):
     forged = dict(a.log.ops_of(a.log.replica, 0)[0], hlc=[BASE, 7, a.log.replica])
     with pytest.raises(SyncConflict, match="share replica id") as exc:
         a.receive_ops([forged])
-    assert "reset-replica" in exc.value.hint
+    assert "fresh BM_HOME" in exc.value.hint
     remote = MemoryRemote("hub")
     sync_once(a, remote)
     with pytest.raises(SyncConflict):
@@ -535,7 +535,7 @@ def test_two_devices_with_one_replica_id_stop_with_a_conflict(pair):
     remote.streams[a.log.replica][1] = json.dumps(forged)
     remote.streams[a.log.replica][2] = json.dumps({**forged, "id": f"{a.log.replica}:2", "hlc": [BASE, 8, a.log.replica]})
     report = sync_once(a, remote)
-    assert report["errors"][0]["error"] == "SyncConflict" and "reset-replica" in report["errors"][0]["hint"]
+    assert report["errors"][0]["error"] == "SyncConflict" and "fresh BM_HOME" in report["errors"][0]["hint"]
 
 
 def test_pulled_workspace_chunks_survive_a_refresh_on_a_device_without_the_file(pair):

@@ -264,7 +264,7 @@ def test_a_copied_store_is_detected_as_a_replica_id_clash(aws_env, tmp_path):
         assert not sync_once(a, _remote(a, sw, bucket))["errors"]
         want = _export(a)
     res = Device(tmp_path / "copy", sw).run("sync", "now")
-    assert_error(res, 1, "two devices share replica id", "reset-replica")
+    assert_error(res, 1, "two devices share replica id", "fresh BM_HOME")
     with _mem(tmp_path / "a") as a, _mem(tmp_path / "copy") as a2:
         assert "written on the original" not in "\n".join(_export(a2))  # nothing pulled into the copy
         assert _export(a) == want
