@@ -48,6 +48,18 @@ def dumps(obj: Any) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
 
 
+def version_vector_in(cur: Any) -> dict[str, int]:
+    """The version vector kept in a ``sync`` database, read through a cursor on it."""
+    out: dict[str, int] = {}
+    ok = cur.set_range(b"vv\0")
+    while ok and cur.key().startswith(b"vv\0"):
+        head = int.from_bytes(cur.value(), "big")
+        if head:
+            out[cur.key()[3:].decode()] = head
+        ok = cur.next()
+    return out
+
+
 def text_key(model: str, text: str) -> bytes:
     return model.encode() + b"\0" + hashlib.sha256(text.encode()).digest()[:16]
 
@@ -223,16 +235,8 @@ class OpLog:
     # -- replication (brandmind/replication.py, brandmind.sync) ---------------------------
     def version_vector(self) -> dict[str, int]:
         """replica -> highest seq S such that ops 1..S of that replica are all stored here."""
-        out: dict[str, int] = {}
         with self.read() as txn:
-            cur = txn.cursor(db=self.db["sync"])
-            ok = cur.set_range(b"vv\0")
-            while ok and cur.key().startswith(b"vv\0"):
-                head = int.from_bytes(cur.value(), "big")
-                if head:
-                    out[cur.key()[3:].decode()] = head
-                ok = cur.next()
-        return out
+            return version_vector_in(txn.cursor(db=self.db["sync"]))
 
     def ops_of(self, replica: str, after: int, limit: int | None = None) -> list[dict]:
         """``replica``'s stored ops with seq > ``after`` in seq order, stopping at the first gap."""

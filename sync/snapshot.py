@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from brandmind.errors import BMError, UsageError
+from brandmind.oplog import version_vector_in
 
 INDEX = "snapshots/index.json"
 PART_BYTES = 32 << 20
@@ -88,16 +89,8 @@ def _copy_vv(path: Path) -> dict[str, int]:
     env = _lmdb_open(path)
     try:
         sync = env.open_db(b"sync")
-        out = {}
         with env.begin(db=sync) as txn:
-            cur = txn.cursor()
-            ok = cur.set_range(b"vv\0")
-            while ok and cur.key().startswith(b"vv\0"):
-                head = int.from_bytes(cur.value(), "big")
-                if head:
-                    out[cur.key()[3:].decode()] = head
-                ok = cur.next()
-        return out
+            return version_vector_in(txn.cursor())
     finally:
         env.close()
 
