@@ -133,6 +133,23 @@ def test_help_does_not_import_heavy_modules(argv, tmp_path):
     assert not (tmp_path / "home").exists()  # help touches no store
 
 
+def test_commands_convert_plain_options_without_pydantic(store, bm):
+    """typer validates options through pydantic TypeAdapters (~0.1 s a cold `bm recall`);
+    cli/app.py converts plain str/int/float/bool/list options itself, with the same messages."""
+    import brandmind.cli.app  # noqa: F401  (so the check below is about what the commands load)
+
+    for name in [m for m in sys.modules if m == "pydantic" or m.startswith("pydantic.")]:
+        sys.modules.pop(name)
+    assert bm("remember", "Ann likes tea", "--importance", "0.7", "-m", "k=v").code == 0
+    res = bm("recall", "tea", "-k", "3", "-t", "fact", "--now", "2030-01-01", "--json")
+    assert res.code == 0 and res.json()[0]["text"] == "Ann likes tea"
+    assert "pydantic" not in sys.modules
+    bad = bm("recall", "tea", "-k", "2.5")
+    assert bad.code == 2 and "Input should be a valid integer" in bad.err
+    bad = bm("remember", "x", "--importance", "lots")
+    assert bad.code == 2 and "Input should be a valid number" in bad.err
+
+
 def test_importing_the_library_is_light():
     code = ("import sys, brandmind, brandmind.errors, brandmind.config\n"
             f"print(','.join(sorted(m for m in {HEAVY!r} if m in sys.modules)))")
