@@ -77,7 +77,6 @@ listed in ``dropped`` (a block's own character limit keeps this rare).
 """
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import operator
@@ -224,17 +223,14 @@ def build_context(mem: Any, query: str | bytes, *, budget: int = 2000, user: str
 
 
 def _top_memories(mem: Any) -> int:
-    config = getattr(mem, "config", None)
-    return int(getattr(config, "recall_agent_k", 5)) + int(getattr(config, "recall_global_k", 3))
+    return mem.config.recall_agent_k + mem.config.recall_global_k
 
 
 # -- candidates ---------------------------------------------------------------------
 def _block_items(mem: Any, user: str, agent: str | None) -> list[_Item]:
     """The user's and agent's core blocks, then the shared blocks of the user's personas."""
-    try:
-        from .blocks import core_blocks, shared_blocks
-    except ImportError:  # pragma: no cover - a store without blocks support
-        return []
+    from .blocks import core_blocks, shared_blocks
+
     out = []
     for section, blocks in (("core", core_blocks(mem, user=user, agent=agent)),
                             ("shared", shared_blocks(mem, user=user))):
@@ -249,24 +245,8 @@ def _block_items(mem: Any, user: str, agent: str | None) -> list[_Item]:
 
 def _recall(mem: Any, query: str | bytes, user: str, agent: str | None,
             now: str | int | None, as_of: str | int | None) -> list[dict]:
-    """``mem.recall`` with a generous k.  ``now`` (what time words in the query are
-    relative to) goes along when recall takes it; ``as_of`` must be supported."""
-    params = inspect.signature(mem.recall).parameters
-    kwargs: dict[str, Any] = {"k": RECALL_K, "user": user, "agent": agent}
-    if now is not None and "now" in params:
-        kwargs["now"] = now
-    if as_of is not None:
-        if "as_of" not in params:
-            raise UsageError("this version of recall cannot answer as of a date", hint="leave out --as-of")
-        kwargs["as_of"] = as_of
-    results = mem.recall(query, **kwargs)
-    if as_of is None and results:
-        # recall leaves retired facts out; make sure of it (one indexed lookup)
-        ids = [m["id"] for m in results]
-        retired = {r[0] for r in mem.sql.conn.execute(
-            f"SELECT id FROM memories WHERE id IN ({','.join('?' * len(ids))}) AND retired_at IS NOT NULL", ids)}
-        results = [m for m in results if m["id"] not in retired]
-    return results
+    """``mem.recall`` with a generous k (it returns only what is true now, or ``as_of``)."""
+    return mem.recall(query, k=RECALL_K, user=user, agent=agent, now=now, as_of=as_of)
 
 
 def _memory_items(memories: list[dict], beads: list[_Item]) -> list[_Item]:

@@ -31,8 +31,6 @@ _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 
             "a couple of": 2, "a few": 3, "several": 3}
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 _MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
-_MONTHS.pop("may", None)
-_MONTHS["may"] = 5
 _WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30.44, "year": 365.25}
 
