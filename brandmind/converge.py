@@ -114,6 +114,7 @@ def aim(sql: "SQLStore", op: dict, target: str, part: str, payload: dict, apply:
         return
     if dead(sql, target):
         return
+    sql.no_pending = False
     c.execute("INSERT OR IGNORE INTO sync_pending VALUES(?,?,?,?,?,?)",
               (target, op["id"], part, hlc_key(op["hlc"]), op["payload"].get("user"),
                json.dumps(payload, ensure_ascii=False, sort_keys=True)))
@@ -121,6 +122,8 @@ def aim(sql: "SQLStore", op: dict, target: str, part: str, payload: dict, apply:
 
 def replay(sql: "SQLStore", target: str, apply: Any) -> None:
     """The target arrived: apply what waited for it."""
+    if sql.no_pending:
+        return  # catch_up saw the table empty in this write transaction, and nothing was aimed since
     c = sql.conn
     rows = c.execute("SELECT part, payload, hlc FROM sync_pending WHERE target=? ORDER BY hlc, op_id, part",
                      (target,)).fetchall()

@@ -32,6 +32,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+import orjson
+
 from .clock import HLC, new_id
 from .errors import StoreCorrupt, StoreMissing
 
@@ -45,7 +47,19 @@ def _u64(n: int) -> bytes:
 
 
 def dumps(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
+    """Compact JSON with sorted keys (orjson: sync moves ops by the hundred thousand; what
+    it cannot encode, e.g. an int beyond 64 bits, goes through the stdlib encoder)."""
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
+
+
+def loads(raw: bytes | str) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)  # e.g. an int beyond 64 bits; real damage still raises here
 
 
 def version_vector_in(cur: Any) -> dict[str, int]:
@@ -176,7 +190,7 @@ class OpLog:
                 return
             ops = self.db["ops"]
             for key, opkey in cur:
-                yield int.from_bytes(key, "big"), json.loads(txn.get(opkey, db=ops))
+                yield int.from_bytes(key, "big"), loads(txn.get(opkey, db=ops))
 
     def count(self, name: str) -> int:
         with self.read() as txn:
@@ -185,7 +199,7 @@ class OpLog:
     def get_bead(self, bead_id: str) -> dict | None:
         with self.read() as txn:
             raw = txn.get(bead_id.encode(), db=self.db["beads"])
-        return json.loads(raw) if raw else None
+        return loads(raw) if raw else None
 
     def bead_ids(self, user: str, n: int | None = None, *, reverse: bool = True) -> list[str]:
         """Bead ids of ``user``'s thread, newest first (or oldest first), at most n."""
@@ -252,7 +266,7 @@ class OpLog:
                     break
                 if int.from_bytes(key[-8:], "big") != expect:
                     break
-                out.append(json.loads(cur.value()))
+                out.append(loads(cur.value()))
                 expect += 1
                 ok = cur.next()
         return out
@@ -260,7 +274,7 @@ class OpLog:
     def get_op(self, replica: str, seq: int) -> dict | None:
         with self.read() as txn:
             raw = txn.get(replica.encode() + b"\0" + _u64(seq), db=self.db["ops"])
-        return json.loads(raw) if raw else None
+        return loads(raw) if raw else None
 
 
 class LogTxn:
@@ -280,7 +294,7 @@ class LogTxn:
         replica = self.log.replica
         seq = self._meta_int(b"next_seq")
         raw = self.txn.get(b"hlc", db=meta)
-        last = HLC.decode(json.loads(raw)) if raw else HLC(0, 0, replica)
+        last = HLC.decode(loads(raw)) if raw else HLC(0, 0, replica)
         hlc = HLC(last.wall_ms, last.counter, replica).tick(now_ms)
         op = {"id": f"{replica}:{seq}", "hlc": hlc.encode(), "kind": kind, "payload": payload}
         key = replica.encode() + b"\0" + _u64(seq)
@@ -307,14 +321,14 @@ class LogTxn:
         raw = self.txn.get(key, db=self.db["ops"])
         if raw is None:
             return
-        op = json.loads(raw)
+        op = loads(raw)
         op["payload"] = payload
         self.txn.put(key, dumps(op), db=self.db["ops"])
 
     def iter_ops(self) -> Iterator[tuple[str, dict]]:
         """Every op in the log (all replicas' streams) as seen by this transaction: (op id, op)."""
         for _, raw in self.txn.cursor(db=self.db["ops"]):
-            op = json.loads(raw)
+            op = loads(raw)
             yield op["id"], op
 
     # -- LMDB projections -----------------------------------------------------
@@ -330,7 +344,7 @@ class LogTxn:
 
     def get_bead(self, bead_id: str) -> dict | None:
         raw = self.txn.get(bead_id.encode(), db=self.db["beads"])
-        return json.loads(raw) if raw else None
+        return loads(raw) if raw else None
 
     def bead_for_key(self, key: str) -> str | None:
         raw = self.txn.get(key.encode(), db=self.db["bead_keys"])

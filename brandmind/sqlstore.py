@@ -162,6 +162,7 @@ class SQLStore:
         import sqlite_vec
 
         self.path = path
+        self.no_pending = False  # set by replication.catch_up under its write lock (converge.replay)
         if not path.exists() and not create:
             from .errors import StoreMissing
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 from brandmind.errors import BMError, ConfigError, InvalidInput, SyncConflict
+from brandmind.oplog import dumps, loads
 from brandmind.replication import CLASH_HINT
 
 from .config import RemoteConfig
@@ -106,7 +107,7 @@ def same_op(a: dict, b: dict) -> bool:
 
 
 def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
+    return dumps(obj)
 
 
 def make_client(cfg: RemoteConfig) -> Any:
@@ -340,7 +341,7 @@ class S3Remote:
         if got is None:
             raise RemoteUnavailable(f"{self.where(seg.key)} was listed but cannot be read",
                                     hint="sync again; if it persists, check the bucket (lifecycle rules?)")
-        doc = json.loads(self.keyring.open(seg.key, got[0], where=self.where(seg.key)))
+        doc = loads(self.keyring.open(seg.key, got[0], where=self.where(seg.key)))
         ops = doc["ops"]
         if (doc.get("replica") != replica or not ops or op_seq(ops[0]) != seg.first
                 or op_seq(ops[-1]) != seg.last or len(ops) != seg.last - seg.first + 1

@@ -31,14 +31,23 @@ def _bucket(feature: str, dim: int) -> tuple[int, float]:
     return value % dim, (1.0 if (value >> 63) & 1 else -1.0)
 
 
-def _features(text: str) -> list[tuple[str, float]]:
-    feats: list[tuple[str, float]] = []
-    for word in _WORD.findall(text.lower()):
-        feats.append(("w:" + word, _WORD_WEIGHT))
-        padded = f"#{word}#"
-        for i in range(len(padded) - 2):
-            feats.append(("c:" + padded[i : i + 3], _TRIGRAM_WEIGHT))
+def _word_features(word: str) -> list[tuple[str, float]]:
+    feats = [("w:" + word, _WORD_WEIGHT)]
+    padded = f"#{word}#"
+    for i in range(len(padded) - 2):
+        feats.append(("c:" + padded[i : i + 3], _TRIGRAM_WEIGHT))
     return feats
+
+
+@lru_cache(maxsize=65536)
+def _word_buckets(word: str, dim: int) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """A word's buckets and signed weights, in feature order (words repeat across texts)."""
+    idx, val = [], []
+    for feat, weight in _word_features(word):
+        i, sign = _bucket(feat, dim)
+        idx.append(i)
+        val.append(sign * weight)
+    return tuple(idx), tuple(val)
 
 
 class HashEmbedder:
@@ -51,11 +60,17 @@ class HashEmbedder:
         self.name = f"hash:{dim}"
 
     def _vector(self, text: str) -> np.ndarray:
-        vec = np.zeros(self.dim, dtype=np.float64)
-        feats = _features(text) or [("empty:", 1.0)]  # empty text still gets a unit vector
-        for feat, weight in feats:
-            idx, sign = _bucket(feat, self.dim)
-            vec[idx] += sign * weight
+        idx: list[int] = []
+        val: list[float] = []
+        for word in _WORD.findall(text.lower()):
+            i, v = _word_buckets(word, self.dim)
+            idx.extend(i)
+            val.extend(v)
+        if not idx:  # empty text still gets a unit vector
+            i, sign = _bucket("empty:", self.dim)
+            idx, val = [i], [sign]
+        # bincount adds in input order, as the feature loop did: the same float64 sums
+        vec = np.bincount(idx, weights=val, minlength=self.dim)
         norm = np.linalg.norm(vec)
         if norm == 0.0:  # features cancelled out exactly: fall back to the empty-text vector
             idx, sign = _bucket("empty:", self.dim)
