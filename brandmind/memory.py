@@ -886,6 +886,9 @@ class Memory:
 
         # the same order as the live catch-up: arrival order, each replica's ops in seq order
         ops = catch_up(self.log, fresh, self._vector_for, progress, apply=apply_sql_side)
+        from .sqlstore import copy_device_local
+
+        copy_device_local(self.sql, fresh)  # e.g. remote_map: not in the op log
         fresh.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         fresh.close()
         self.sql.close()

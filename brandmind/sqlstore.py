@@ -91,7 +91,33 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0008_skills", lambda dim: _skills_schema()),
     # sync: ops waiting for their target, per-replica apply order, add HLCs (brandmind/converge.py)
     ("0009_sync", lambda dim: _sync_schema()),
+    # mirror remotes (Zep, Graphiti: brandmind/sync/mirror.py): which remote object each local
+    # memory / graph edge became, per remote.  Device-local (not from the op log): kept by
+    # `bm rebuild` (copy_device_local), lost with a deleted index (re-sends are upserts)
+    ("0010_remote_map", lambda dim: list(REMOTE_MAP_SCHEMA)),
 ]
+
+REMOTE_MAP_SCHEMA = (
+    "CREATE TABLE remote_map(remote TEXT NOT NULL, local_id TEXT NOT NULL, remote_id TEXT NOT NULL, "
+    "user_id TEXT, PRIMARY KEY(remote, local_id))",
+    "CREATE INDEX remote_map_remote_id ON remote_map(remote, remote_id)",
+    "CREATE INDEX remote_map_user ON remote_map(remote, user_id)",
+)
+# tables that hold this device's own state, not a projection of the op log
+DEVICE_LOCAL_TABLES = ("remote_map",)
+
+
+def copy_device_local(src: "SQLStore", dst: "SQLStore") -> None:
+    """Carry the device-local tables over to a rebuilt index (``Memory.rebuild``)."""
+    for table in DEVICE_LOCAL_TABLES:
+        names = [r[1] for r in src.conn.execute(f"PRAGMA table_info({table})")]
+        if not names:
+            continue
+        rows = src.conn.execute(f"SELECT {', '.join(names)} FROM {table}").fetchall()
+        if rows:
+            with dst.write():
+                dst.conn.executemany(f"INSERT OR REPLACE INTO {table}({', '.join(names)}) "
+                                     f"VALUES({', '.join('?' * len(names))})", rows)
 
 
 def _sync_schema() -> list[str]:

@@ -90,6 +90,7 @@ def recall(
     as_of: Annotated[Optional[str], typer.Option("--as-of", help="What was true on this date, instead of what is true now.")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Show which signals put each result there, and how much.")] = False,
     batch: Annotated[Optional[str], typer.Option("--batch", help="JSONL file (or -) of {\"query\", \"k\", \"id\", \"now\", ...}: one result line per query.")] = None,
+    remote: Annotated[bool, typer.Option("--remote", help="Also search the graph remotes (Zep, Graphiti) and merge their hits, within their budget (700 ms by default); local results alone if they fail or are late.")] = False,
     as_json: JsonOpt = False,
     jsonl: JsonlOpt = False,
 ) -> None:
@@ -106,11 +107,45 @@ def recall(
         return
     if query is None:
         raise UsageError("missing QUERY", hint='bm recall "what does Ann like?" (or --batch FILE)')
+    text = read_text_arg(query)
     with open_store() as mem:
-        results = mem.recall(read_text_arg(query), k=k, user=user, agent=agent, types=type or (),
-                             since=since, until=until, now=now, as_of=as_of)
+        def local() -> list[dict]:
+            return mem.recall(text, k=k, user=user, agent=agent, types=type or (),
+                              since=since, until=until, now=now, as_of=as_of)
+
+        helpers = _assist_remotes(mem, forced=remote) if as_of is None else []
+        if helpers:
+            from brandmind.sync.assist import assisted_recall
+
+            results, reports = assisted_recall(local, helpers, text, user=mem._user(user), k=k or 10, forced=remote)
+            for rep in reports:
+                if rep["status"] != "ok":
+                    info(f"note: remote {rep['remote']} {rep['status']} ({rep.get('message')}): "
+                         "these are local results only")
+        else:
+            results = local()
     table = explain_table if explain else (lambda r: memories_table(r, scores=True))
     emit(results, as_json=as_json, jsonl=jsonl, table=table)
+
+
+def _assist_remotes(mem: object, *, forced: bool) -> list:
+    """The graph remotes recall may ask: all of them with --remote, else those configured with
+    ``assist = true`` (sync/assist.py decides whether local results were too few)."""
+    from brandmind.sync.config import remotes_path
+
+    data_dir = mem.config.paths.data_dir  # type: ignore[attr-defined]
+    if not forced and not remotes_path(data_dir).exists():
+        return []
+    from brandmind.sync.config import load_remotes
+    from brandmind.sync.remotes import open_remote
+
+    configs = [c for _, c in sorted(load_remotes(data_dir).items()) if c.mirror and (forced or c.assist)]
+    if forced and not configs:
+        from brandmind.errors import NotFound
+
+        raise NotFound("--remote: this store has no zep or graphiti remote",
+                       hint="add one: `bm remote add zep --api-key-env ZEP_API_KEY` or `bm remote add graphiti --host H`")
+    return [open_remote(mem, c) for c in configs]
 
 
 def _recall_batch(path: str, user: Optional[str], agent: Optional[str], now: Optional[str] = None) -> None:

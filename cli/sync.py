@@ -12,7 +12,8 @@ from .common import JsonOpt, open_store
 from .output import emit, emit_json, info, kv_table, wants_json
 
 remote_app = typer.Typer(
-    help="Sync remotes of this store (S3 or any S3-compatible server), kept in <data dir>/remotes.toml.",
+    help="Sync remotes of this store, kept in <data dir>/remotes.toml: S3 (or any S3-compatible server) "
+         "for the op log, Zep or a self-hosted Graphiti on FalkorDB for the graph.",
     no_args_is_help=True)
 remote_add_app = typer.Typer(help="Add a remote.", no_args_is_help=True)
 remote_app.add_typer(remote_add_app, name="add")
@@ -71,6 +72,68 @@ def remote_add_s3(
              + " (check it with `bm remote test`, then `bm sync now`)")
 
 
+AssistOpt = Annotated[Optional[bool], typer.Option("--assist/--no-assist", help="Ask this remote during `bm recall` when local results run short [default: no].")]
+TimeoutOpt = Annotated[Optional[int], typer.Option("--timeout-ms", help="Budget of remote-assisted recall in ms [default: 700].")]
+ReplaceOpt = Annotated[bool, typer.Option("--replace", help="Overwrite a remote of the same name.")]
+
+
+def _added(cfg: Any, as_json: bool) -> None:
+    if wants_json(as_json):
+        emit_json(cfg.public())
+    else:
+        info(f"remote {cfg.name} ({cfg.type}) -> {cfg.url()} (check it with `bm remote test {cfg.name}`, "
+             "then `bm sync now`)")
+
+
+@remote_add_app.command("zep")
+def remote_add_zep(
+    name: Annotated[Optional[str], typer.Argument(help="Name of the remote (default: zep).")] = None,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="The environment variable holding the Zep API key [default: ZEP_API_KEY].")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="Zep API root [default: https://api.getzep.com/api/v4].")] = None,
+    assist: AssistOpt = None,
+    timeout_ms: TimeoutOpt = None,
+    replace: ReplaceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Mirror the graph to Zep (the zep-cloud v4 API): bm remote add zep --api-key-env ZEP_API_KEY.
+
+    Facts and graph edges become Zep graph edges, turns thread messages; retired and forgotten
+    facts are deleted there; facts Zep makes come back on `bm sync now`. The key is read from the
+    variable at use time and never stored.
+    """
+    from brandmind.sync.config import add_remote, make_zep
+
+    cfg = make_zep(name, base_url=base_url, api_key_env=api_key_env, assist=assist, timeout_ms=timeout_ms)
+    add_remote(_data_dir(), cfg, replace=replace)
+    _added(cfg, as_json)
+
+
+@remote_add_app.command("graphiti")
+def remote_add_graphiti(
+    name: Annotated[Optional[str], typer.Argument(help="Name of the remote (default: graph).")] = None,
+    host: Annotated[Optional[str], typer.Option("--host", help="FalkorDB host [default: 127.0.0.1].")] = None,
+    port: Annotated[Optional[int], typer.Option("--port", help="FalkorDB port [default: 6379].")] = None,
+    username: Annotated[Optional[str], typer.Option("--username", help="FalkorDB user, if it has ACLs.")] = None,
+    password_env: Annotated[Optional[str], typer.Option("--password-env", help="The environment variable holding the FalkorDB password.")] = None,
+    database: Annotated[Optional[str], typer.Option("--database", help="Prefix of this store's graphs [default: bm].")] = None,
+    assist: AssistOpt = None,
+    timeout_ms: TimeoutOpt = None,
+    replace: ReplaceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Mirror the graph to a self-hosted Graphiti on FalkorDB (no LLM: bm sends its own vectors).
+
+    bm remote add graphiti --host 127.0.0.1 --port 6379 [--password-env FALKORDB_PASSWORD].
+    Needs `pip install 'brandmind[graphiti]'`.
+    """
+    from brandmind.sync.config import add_remote, make_graphiti
+
+    cfg = make_graphiti(name, host=host, port=port, username=username, password_env=password_env,
+                        database=database, assist=assist, timeout_ms=timeout_ms)
+    add_remote(_data_dir(), cfg, replace=replace)
+    _added(cfg, as_json)
+
+
 @remote_app.command("list")
 def remote_list(as_json: JsonOpt = False) -> None:
     """The remotes of this store."""
@@ -82,10 +145,11 @@ def remote_list(as_json: JsonOpt = False) -> None:
         from rich.table import Table
 
         t = Table(header_style="bold")
-        for col in ("name", "url", "endpoint_url", "region", "profile"):
+        cols = ("name", "type", "url", "endpoint_url", "region", "profile", "assist")
+        for col in cols:
             t.add_column(col)
         for r in rows:
-            t.add_row(*(str(r.get(c) or "") for c in ("name", "url", "endpoint_url", "region", "profile")))
+            t.add_row(*(str(r.get(c) if r.get(c) is not None else "") for c in cols))
         if not rows:
             t.caption = "no remotes: `bm remote add s3 --bucket BUCKET`"
         return t
@@ -110,17 +174,19 @@ def remote_test(
     name: Annotated[Optional[str], typer.Argument(help="The remote (default: the only one, or origin).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check a remote: write, read and delete an encrypted probe object, and check the
-    conditional writes sync needs (If-None-Match: *, If-Match)."""
+    """Check a remote with one harmless round trip and report its latency. S3: write, read and
+    delete an encrypted probe object and check the conditional writes sync needs (If-None-Match,
+    If-Match); Zep / Graphiti: one read-only request."""
     from brandmind.errors import BMError
     from brandmind.sync.config import get_remote
-    from brandmind.sync.crypto import Keyring
-    from brandmind.sync.s3 import S3Remote
+    from brandmind.sync.remotes import probe
 
     data_dir = _data_dir()
     cfg = get_remote(data_dir, name)
-    result = S3Remote(cfg, Keyring(data_dir)).probe()
+    result = probe(cfg, data_dir)
     emit(result, as_json=as_json, jsonl=False, table=lambda r: kv_table(r, title=f"remote {cfg.name}"))
+    if result.get("error"):
+        raise BMError(f"remote {cfg.name!r} failed the test: {result['error']}", hint=result.get("hint"))
     if not result["ok"]:
         missing = [k for k in ("round_trip", "if_none_match", "if_match", "deleted") if not result.get(k)]
         raise BMError(f"remote {cfg.name!r} does not support what sync needs: {', '.join(missing)} failed",
@@ -131,7 +197,7 @@ def remote_test(
 # -- bm sync ------------------------------------------------------------------------------------------------
 def _remotes(mem: Any, name: str | None) -> list[Any]:
     from brandmind.sync.config import get_remote, load_remotes
-    from brandmind.sync.s3 import open_remote
+    from brandmind.sync.remotes import open_remote
 
     data_dir = mem.config.paths.data_dir
     if name is not None:
@@ -139,7 +205,8 @@ def _remotes(mem: Any, name: str | None) -> list[Any]:
     configs = load_remotes(data_dir)
     if not configs:
         get_remote(data_dir, None)  # raises "no sync remote" with the hint
-    return [open_remote(mem, cfg) for cfg in configs.values()]
+    # op-log remotes first: a new device starts from their snapshot before any graph is mirrored
+    return [open_remote(mem, cfg) for cfg in sorted(configs.values(), key=lambda c: (c.mirror, c.name))]
 
 
 def _error_text(err: Any) -> tuple[str, str | None]:
@@ -163,10 +230,12 @@ def sync_now(
 
     reports = []
     with open_store() as mem:
-        for i, rem in enumerate(_remotes(mem, remote)):
+        booted = False
+        for rem in _remotes(mem, remote):
             t0 = time.perf_counter()
             boot = None
-            if pull and i == 0 and (bootstrap or _empty(mem)):
+            if pull and not booted and rem.cfg.type == "s3" and (bootstrap or _empty(mem)):
+                booted = True
                 boot = snapshot.bootstrap(mem, rem, forced=bootstrap)
                 if boot is None and bootstrap:
                     info(f"{rem.name}: no snapshot on the remote; replaying every op")

@@ -13,7 +13,24 @@
     #                                      # boto3 chain (env, profile, SSO, instance role)
     # addressing_style = "path"            # path (default with endpoint_url) | virtual | auto
 
-The file lives with the data, not in config.toml: a remote belongs to this store.
+    [remotes.zep]                          # a mirror of the graph in Zep (sync/zep.py)
+    type = "zep"
+    base_url = "https://api.getzep.com/api/v4"   # optional: another Zep endpoint
+    api_key_env = "ZEP_API_KEY"            # the NAME of the variable holding the key
+    assist = true                          # recall asks it when local results run short
+    timeout_ms = 700                       # remote-assisted recall budget
+
+    [remotes.graph]                        # a self-hosted Graphiti on FalkorDB (sync/graphiti.py)
+    type = "graphiti"
+    host = "127.0.0.1"
+    port = 6379
+    username = "bm"                        # optional
+    password_env = "FALKORDB_PASSWORD"     # optional: the NAME of the variable
+    database = "bm"                        # optional
+
+The file lives with the data, not in config.toml: a remote belongs to this store.  Secrets of
+Zep and FalkorDB are never written here: only the names of the environment variables that
+hold them.
 """
 from __future__ import annotations
 
@@ -31,6 +48,9 @@ DEFAULT_NAME = "origin"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _STYLES = ("path", "virtual", "auto")
+TYPES = ("s3", "zep", "graphiti")
+ZEP_BASE_URL = "https://api.getzep.com/api/v4"
+_ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -45,9 +65,28 @@ class RemoteConfig:
     access_key_id: str | None = None
     secret_access_key: str | None = None
     addressing_style: str | None = None
+    # zep / graphiti (mirror remotes)
+    base_url: str | None = None
+    api_key_env: str | None = None
+    host: str | None = None
+    port: int | None = None
+    username: str | None = None
+    password_env: str | None = None
+    database: str | None = None
+    assist: bool | None = None       # recall asks this remote when local results run short
+    timeout_ms: int | None = None    # remote-assisted recall budget (default 700)
 
     def url(self) -> str:
+        if self.type == "zep":
+            return self.base_url or ZEP_BASE_URL
+        if self.type == "graphiti":
+            return f"falkordb://{self.host or '127.0.0.1'}:{self.port or 6379}/{self.database or ''}".rstrip("/")
         return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
+
+    @property
+    def mirror(self) -> bool:
+        """Zep and Graphiti hold the graph, not op streams (sync/mirror.py)."""
+        return self.type in ("zep", "graphiti")
 
     def public(self) -> dict[str, Any]:
         """What `bm remote list` shows (never a secret)."""
@@ -85,6 +124,56 @@ def make_s3(name: str | None, *, bucket: str, prefix: str | None = None, endpoin
                         region=region or None, profile=profile or None, addressing_style=addressing_style)
 
 
+def _check_env(value: str | None, what: str) -> str | None:
+    if value is not None and not _ENV.match(value):
+        raise InvalidInput(f"bad environment variable name {value!r} for {what}",
+                           hint="give the NAME of the variable that holds the secret (e.g. ZEP_API_KEY), "
+                                "never the secret itself")
+    return value
+
+
+def _check_timeout(timeout_ms: int | None) -> int | None:
+    if timeout_ms is not None and not 50 <= int(timeout_ms) <= 60_000:
+        raise InvalidInput(f"bad timeout {timeout_ms} ms", hint="use 50..60000 ms (the default is 700)")
+    return timeout_ms
+
+
+def make_zep(name: str | None, *, base_url: str | None = None, api_key_env: str | None = None,
+             assist: bool | None = None, timeout_ms: int | None = None) -> RemoteConfig:
+    if base_url is not None and not re.match(r"^https?://[^/\s]+", base_url):
+        raise InvalidInput(f"bad Zep URL {base_url!r}", hint=f"give http(s)://HOST[:PORT]/api/v4 (default {ZEP_BASE_URL})")
+    return RemoteConfig(name=check_name(name or "zep"), type="zep",
+                        base_url=base_url.rstrip("/") if base_url else None,
+                        api_key_env=_check_env(api_key_env or "ZEP_API_KEY", "the Zep API key"),
+                        assist=assist, timeout_ms=_check_timeout(timeout_ms))
+
+
+def make_graphiti(name: str | None, *, host: str | None = None, port: int | None = None,
+                  username: str | None = None, password_env: str | None = None, database: str | None = None,
+                  assist: bool | None = None, timeout_ms: int | None = None) -> RemoteConfig:
+    if host is not None and not re.match(r"^[A-Za-z0-9.:\[\]_-]{1,253}$", host):
+        raise InvalidInput(f"bad host {host!r}", hint="give a host name or IP address, e.g. 127.0.0.1")
+    if port is not None and not 1 <= int(port) <= 65535:
+        raise InvalidInput(f"bad port {port}", hint="use 1..65535 (FalkorDB's default is 6379)")
+    if database is not None and not re.match(r"^[A-Za-z0-9_-]{1,64}$", database):
+        raise InvalidInput(f"bad database name {database!r}", hint="use letters, digits, '_' or '-'")
+    return RemoteConfig(name=check_name(name or "graph"), type="graphiti", host=host or "127.0.0.1",
+                        port=int(port) if port is not None else 6379, username=username or None,
+                        password_env=_check_env(password_env, "the FalkorDB password"), database=database or None,
+                        assist=assist, timeout_ms=_check_timeout(timeout_ms))
+
+
+def secret(env_name: str | None, what: str, *, required: bool) -> str | None:
+    """The secret held by environment variable ``env_name`` (read at use time, never stored)."""
+    if not env_name:
+        return None
+    value = os.environ.get(env_name)
+    if not value and required:
+        raise ConfigError(f"{what} is not set: the environment variable {env_name} is empty or missing",
+                          hint=f"export {env_name}=... in the shell (or the daemon's service environment)")
+    return value or None
+
+
 def remotes_path(data_dir: Path) -> Path:
     return Path(data_dir) / REMOTES_FILE
 
@@ -106,10 +195,15 @@ def load_remotes(data_dir: Path) -> dict[str, RemoteConfig]:
         if unknown:
             raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))} in [remotes.{name}]",
                               hint="known keys: " + ", ".join(sorted(known)))
-        if entry.get("type", "s3") != "s3":
-            raise ConfigError(f"{path}: remote {name!r} has type {entry.get('type')!r}; this bm knows s3",
+        kind = entry.get("type", "s3")
+        if kind not in TYPES:
+            raise ConfigError(f"{path}: remote {name!r} has type {kind!r}; this bm knows {', '.join(TYPES)}",
                               hint="upgrade bm, or remove the remote with `bm remote remove`")
-        if not entry.get("bucket"):
+        for key in ("api_key_env", "password_env"):
+            if entry.get(key) is not None and not _ENV.match(str(entry[key])):
+                raise ConfigError(f"{path}: {key} of remote {name!r} is not an environment variable name",
+                                  hint="put the NAME of the variable there (the secret stays in the environment)")
+        if kind == "s3" and not entry.get("bucket"):
             raise ConfigError(f"{path}: remote {name!r} has no bucket", hint="`bm remote add s3 NAME --bucket B`")
         out[name] = RemoteConfig(name=name, **{k: v for k, v in entry.items()})
     return out

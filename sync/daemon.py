@@ -385,19 +385,10 @@ class ConfiguredRemotes:
 
 
 def open_configured_remotes(mem: Any) -> list[Any]:
-    """A Remote for every entry of the store's remotes.toml."""
-    from .config import load_remotes
+    """A Remote for every entry of the store's remotes.toml (S3, Zep, Graphiti)."""
+    from .remotes import open_all
 
-    configs = load_remotes(mem.config.paths.data_dir)
-    if not configs:
-        return []
-    from . import s3
-
-    opener = getattr(s3, "open_remote", None)
-    out = []
-    for name, cfg in sorted(configs.items()):
-        out.append(opener(mem, cfg) if opener is not None else s3.S3Remote(cfg))
-    return out
+    return open_all(mem)
 
 
 # ---------------------------------------------------------------------------- the loop

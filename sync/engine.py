@@ -96,7 +96,8 @@ def _error(stage: str, exc: BMError, replica: str | None = None) -> dict:
 def sync_once(mem: Any, remote: Any, *, push: bool = True, pull: bool = True,
               fault: Callable[[str], None] | None = None) -> dict:
     """Push and/or pull once.  Returns ``{"remote", "pushed": {replica: n}, "pulled":
-    {replica: n}, "duplicates", "version_vector", "remote_heads", "errors": [{"stage",
+    {replica: n}, "duplicates", "version_vector", "remote_heads", "harvested"? (mirrors:
+    ``{"imported", "retired", ...}``), "errors": [{"stage",
     "message", "hint", "error", "replica"?}]}``.  Remote and merge errors (BMError) are
     reported, not raised; a SyncConflict ends the round.  ``fault(point)`` is called at
     "before_push", "after_push", "before_watermark" and "after_receive" (tests raise there
@@ -110,6 +111,14 @@ def sync_once(mem: Any, remote: Any, *, push: bool = True, pull: bool = True,
         if fault is not None:
             fault(point)
 
+    harvest = getattr(remote, "harvest", None)
+    if pull and harvest is not None:
+        # a mirror (Zep, Graphiti) has no op streams: its pull brings back the facts it made
+        # itself, as local ops (sync/mirror.py); first, so this round's push covers them too
+        try:
+            report["harvested"] = harvest(mem)
+        except BMError as exc:
+            errors.append(_error("harvest", exc))
     try:
         heads = {r: int(h) for r, h in dict(remote.heads()).items()}
     except BMError as exc:

@@ -637,3 +637,19 @@ def test_a_new_device_starts_from_a_snapshot(aws_env, tmp_path):
         with pytest.raises(UsageError, match="empty"):
             snapshot.bootstrap(c, rem, forced=True)
         assert snapshot.bootstrap(c, rem) is None  # not empty: the normal sync
+
+
+def test_the_remote_contract_holds_for_s3(aws_env, tmp_path):
+    """tests/remote_contract.py, as for MemoryRemote, Zep and Graphiti."""
+    from remote_contract import run_contract
+
+    from brandmind.config import Config
+    from brandmind.memory import Memory
+    from brandmind.sync.config import make_s3
+    from brandmind.sync.s3 import open_remote
+
+    with Memory(create=True, config=Config.load(tmp_path / "contract")) as mem:
+        for i in range(5):
+            mem.remember(f"note {i} about the contract", user="ann")
+        cfg = make_s3("contract", bucket=aws_env.new_bucket("contract"), endpoint_url=aws_env.endpoint)
+        run_contract(open_remote(mem, cfg), mem, keeps_streams=True)

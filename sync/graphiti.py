@@ -1,0 +1,624 @@
+"""``GraphitiSink``: a self-hosted Graphiti graph on FalkorDB as a bm mirror remote (a
+:class:`~brandmind.sync.mirror.GraphSink`, wrapped by ``MirrorRemote``).
+
+What it writes, all through graphiti-core's own save path (``add_nodes_and_edges_bulk``:
+the ``EntityNode`` / ``EntityEdge`` / ``EpisodicNode`` save queries) with PRECOMPUTED
+embeddings, so no LLM is ever needed: ``add_episode`` (which extracts with an LLM) is never
+called, and the graphiti "clients" this module hands to graphiti are local stand-ins (the
+embedder calls bm's own ``embed`` callable; the LLM and the cross-encoder raise if anything
+asks for them).  Nothing but the configured FalkorDB is contacted; graphiti's telemetry is
+switched off (``GRAPHITI_TELEMETRY_ENABLED=false``) before graphiti is imported.
+
+Layout (FalkorDB: ``group_id`` selects a separate graph, one per bm user)::
+
+    graph <database>_<user>          one bm user (the group_id; see group_id())
+      (:Entity {uuid, name, name_embedding, bm_made: true})   subject / object of a fact
+      -[:RELATES_TO {uuid, name, fact, fact_embedding, valid_at, invalid_at, created_at,
+                     expired_at, bm_id, bm_user}]->          one bm memory or kg edge
+      (:Episodic {uuid, name: <bead id>, content: "<role or name>: <text>"})   one bead
+    graph <database>_sync_state      (:BmHead {replica, seq}): how far each replica's ops
+                                     were mirrored (get_heads / put_heads, which
+                                     MirrorRemote uses when a sink has them)
+
+* Users to graphs: a user id made only of ``[A-Za-z0-9-]`` (at most 64) is used as it is
+  (``bm_ann``); any other id (underscores, dots, spaces, unicode, longer) becomes a slug of
+  it plus 16 hex digits of its SHA-256 (``bm_ann-lee_1f2e...``).  The two forms cannot meet
+  (only the second has a second ``_``), nor can ``<database>_sync_state`` meet either.
+* Ids: node uuids are uuid5 of (group, the node name case-folded, spaces collapsed), edge
+  uuids uuid5 of (group, bm id), episode uuids uuid5 of (group, bead id): pushing again
+  upserts (graphiti's save queries MERGE on the uuid) and never duplicates.  A fact whose
+  subject or object changed is moved (the old relationship is deleted first).
+* Bi-temporal fields map one to one: world time ``valid_at`` / ``invalid_at``, system time
+  ``created_at`` / ``expired_at``.  ``keeps_history = True``: a retired fact stays, with
+  ``expired_at`` (and ``invalid_at`` when bm has one) set; a forgotten one is deleted, and
+  so is a node bm made that no relationship uses any more (no name outlives a forget).
+* ``list_facts`` lists every RELATES_TO of the user's graph; ``local_id`` is the edge's
+  ``bm_id`` attribute, ``None`` for facts graphiti (or anyone else) made.
+* ``search`` runs graphiti's hybrid search (BM25 fulltext + cosine similarity, RRF
+  reranked: the ``EDGE_HYBRID_SEARCH_RRF`` / ``NODE_HYBRID_SEARCH_RRF`` recipes) on the
+  user's graph with the query embedded by bm's ``embed``; only current facts
+  (``expired_at`` unset); nodes only when they have a summary (bm's own nodes are bare
+  names: their facts are the edges).  ``timeout`` bounds the whole call.
+* Async: graphiti and the falkordb client are asyncio; each sink runs ONE private event loop
+  in a daemon thread for its whole life and every public method submits a coroutine to it
+  and waits (``asyncio.run_coroutine_threadsafe``).  This keeps one connection pool (an
+  asyncio redis pool is bound to the loop that made it: ``asyncio.run`` per call would have
+  to reconnect every time), works when the caller itself runs an event loop, and makes
+  ``future.result(timeout)`` a hard bound.  ``close()`` ends the loop.
+* Errors: connection errors, timeouts and "loading" answers are retried (capped exponential
+  backoff with full jitter, a few tries within a bounded time; every write is an upsert,
+  so a retry after a lost answer is harmless), then :class:`RemoteDown`.  Refused
+  credentials are a ConfigError naming the password variable; other errors a BMError.
+* Secrets: the password is read from the environment variable NAMED by ``password_env``
+  at connect time; it is never stored.  ``key`` arguments (idempotency keys) are accepted
+  for the GraphSink protocol and not needed here: every write is an idempotent upsert.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import logging
+import os
+import random
+import re
+import threading
+import time
+import uuid as uuidlib
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
+
+from brandmind.errors import BMError, ConfigError, InvalidInput
+
+from .remote import RemoteDown
+
+KIND = "graphiti"
+STATE_GRAPH_SUFFIX = "sync_state"
+_PLAIN_USER = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+_DATABASE = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+_NS = uuidlib.UUID("6f1c9a53-2b7e-5d0a-9c41-8e3f6a2b7d15")  # bm's namespace for graphiti uuids
+_TRIES = 4
+_BACKOFF = 0.1        # first retry after up to 0.1 s (full jitter), doubling...
+_BACKOFF_MAX = 1.0    # ...up to 1 s
+_NAME_CACHE = 4096    # node-name embeddings kept per sink
+
+
+def _graphiti_env() -> None:
+    """Before anything of graphiti is imported: no telemetry, and graphiti's error logs (which
+    print whole queries with their parameters) never reach a terminal through Python's
+    last-resort handler (an application that configures logging still gets them)."""
+    os.environ["GRAPHITI_TELEMETRY_ENABLED"] = "false"
+    log = logging.getLogger("graphiti_core")
+    if not any(isinstance(h, logging.NullHandler) for h in log.handlers):
+        log.addHandler(logging.NullHandler())
+
+
+def group_id(user: str, database: str = "bm") -> str:
+    """The graphiti group (= FalkorDB graph name) of a bm user: ``<database>_<user>`` when the
+    user id is made of ``[A-Za-z0-9-]`` (at most 64), else ``<database>_<slug>_<16 hex of
+    sha256(user)>`` (graphiti allows only ``[A-Za-z0-9_-]`` in a group id)."""
+    if not isinstance(user, str) or not user:
+        raise InvalidInput(f"invalid user {user!r}", hint="a user is a non-empty string")
+    if _PLAIN_USER.match(user):
+        return f"{database}_{user}"
+    slug = re.sub(r"[^A-Za-z0-9-]+", "-", user).strip("-")[:40] or "u"
+    return f"{database}_{slug}_{hashlib.sha256(user.encode('utf-8')).hexdigest()[:16]}"
+
+
+def node_uuid(group: str, name: str) -> str:
+    key = " ".join(name.split()).casefold()
+    return str(uuidlib.uuid5(_NS, f"{group}\x00node\x00{key}"))
+
+
+def edge_uuid(group: str, local_id: str) -> str:
+    return str(uuidlib.uuid5(_NS, f"{group}\x00edge\x00{local_id}"))
+
+
+def episode_uuid(group: str, local_id: str) -> str:
+    return str(uuidlib.uuid5(_NS, f"{group}\x00episode\x00{local_id}"))
+
+
+def _to_dt(value: str | None) -> datetime | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        dt = value
+    else:
+        try:
+            dt = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInput(f"not an ISO-8601 time: {value!r}", hint="use e.g. 2025-01-31T12:00:00Z") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc)
+
+
+def _iso(value: Any) -> str | None:
+    """A stored time (ISO string or datetime) as bm writes them: UTC, milliseconds, ``Z``."""
+    if value is None or value == "":
+        return None
+    try:
+        dt = _to_dt(value if isinstance(value, (str, datetime)) else str(value))
+    except InvalidInput:
+        return str(value)
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z") if dt else None
+
+
+class _Loop:
+    """One private asyncio loop in a daemon thread."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name=f"bm-graphiti-{name}", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def run(self, coro: Any, timeout: float) -> Any:
+        if threading.current_thread() is self.thread:
+            coro.close()
+            raise BMError("GraphitiSink was called from its own event loop", hint="this is a bug in bm")
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise asyncio.TimeoutError() from None
+
+    def close(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+class GraphitiSink:
+    """A Graphiti graph on FalkorDB as a mirror remote (see the module docstring).
+
+    ``embed(text) -> list[float]`` embeds node names, facts pushed without an embedding and
+    search queries (bm passes its own embedder: the remote's vectors are bm's vectors).
+    ``database`` names this mirror's namespace on the server: every graph it touches is
+    ``<database>_...`` (two bm stores sharing one FalkorDB use two names)."""
+
+    kind = KIND
+    keeps_history = True      # a retired fact stays, with expired_at / invalid_at set
+    wants_embeddings = True   # MirrorRemote hands over the store's own vectors
+
+    def __init__(self, name: str, embed: Callable[[str], Sequence[float]], *, host: str = "127.0.0.1",
+                 port: int = 6379, username: str | None = None, password_env: str | None = None,
+                 database: str = "bm", timeout: float = 30.0, connect_timeout: float = 5.0,
+                 tries: int = _TRIES) -> None:
+        import importlib.util
+
+        missing = [m for m in ("graphiti_core", "falkordb") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ConfigError(f"graphiti remote {name!r} needs {' and '.join(missing)}, which is not installed",
+                              hint="pip install 'brandmind[graphiti]'")
+        if not isinstance(database, str) or not _DATABASE.match(database):
+            raise ConfigError(f"graphiti remote {name!r}: invalid database name {database!r}",
+                              hint="use 1-64 letters, digits or '-' (it prefixes every graph name)")
+        if not isinstance(port, int) or not 0 < port < 65536:
+            raise ConfigError(f"graphiti remote {name!r}: invalid port {port!r}", hint="a TCP port, e.g. 6379")
+        self.name = name
+        self.host, self.port = host, port
+        self.username, self.password_env = username, password_env
+        self.database = database
+        self.timeout, self.connect_timeout = float(timeout), float(connect_timeout)
+        self.tries = max(1, int(tries))
+        self._embed = embed
+        self._names: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+        self._loop: _Loop | None = None
+        self._client: Any = None
+        self._drivers: dict[str, Any] = {}
+        self._indexed: set[str] = set()
+
+    # -- naming -------------------------------------------------------------------------------
+    def group_id(self, user: str) -> str:
+        return group_id(user, self.database)
+
+    @property
+    def state_graph(self) -> str:
+        return f"{self.database}_{STATE_GRAPH_SUFFIX}"
+
+    @property
+    def where(self) -> str:
+        return f"graphiti remote {self.name!r} (FalkorDB at {self.host}:{self.port})"
+
+    # -- plumbing --------------------------------------------------------------------------------
+    def _password(self) -> str | None:
+        if not self.password_env:
+            return None
+        value = os.environ.get(self.password_env)
+        if value is None:
+            raise ConfigError(f"{self.where}: the environment variable {self.password_env} is not set",
+                              hint=f"export {self.password_env}=<the FalkorDB password>")
+        return value
+
+    def _connect(self) -> Any:
+        """The falkordb asyncio client (made once; its constructor probes the server)."""
+        with self._lock:
+            if self._client is None:
+                _graphiti_env()
+                from falkordb.asyncio import FalkorDB
+
+                if self._loop is None:
+                    self._loop = _Loop(self.name)
+                self._client = FalkorDB(host=self.host, port=self.port, username=self.username,
+                                        password=self._password(), socket_timeout=self.timeout,
+                                        socket_connect_timeout=self.connect_timeout)
+            return self._client
+
+    def _driver(self, graph: str) -> Any:
+        """graphiti's FalkorDriver bound to one graph (called on the sink's loop).  Made inside
+        a running loop, FalkorDriver schedules index creation for its graph: that task is
+        cancelled before it runs (reading must not create a graph); _ensure_indices builds the
+        indices of graphs we write."""
+        _graphiti_env()
+        from graphiti_core.driver.falkordb_driver import FalkorDriver
+
+        client = self._connect()
+        with self._lock:
+            driver = self._drivers.get(graph)
+            if driver is None:
+                driver = self._drivers[graph] = FalkorDriver(falkor_db=client, database=graph)
+                task = getattr(driver, "_init_task", None)
+                if task is not None:
+                    task.cancel()
+                    driver._init_task = None
+            return driver
+
+    async def _ensure_indices(self, driver: Any) -> None:
+        graph = driver._database
+        if graph not in self._indexed:
+            await driver.build_indices_and_constraints()
+            self._indexed.add(graph)
+
+    def _call(self, what: str, make: Callable[[], Any], *, deadline: float | None = None) -> Any:
+        """Run the coroutine ``make()`` builds on the sink's loop, retrying transient errors,
+        all tries within ``deadline`` (default: ``timeout`` from now)."""
+        import redis.exceptions as rx
+
+        delay = _BACKOFF
+        last: BaseException | None = None
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout  # all tries together
+        for attempt in range(self.tries):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                self._connect()
+                assert self._loop is not None
+                return self._loop.run(make(), remaining)
+            except BMError:
+                raise
+            except rx.AuthenticationError as exc:
+                raise self._auth_error(exc) from None
+            except (rx.ConnectionError, rx.TimeoutError, asyncio.TimeoutError, TimeoutError, OSError) as exc:
+                last = exc
+            except rx.ResponseError as exc:
+                text = str(exc)
+                if text.startswith(("NOAUTH", "WRONGPASS")) or "invalid username-password" in text:
+                    raise self._auth_error(exc) from None
+                if text.startswith(("LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN")):
+                    last = exc
+                elif "unknown command" in text.lower() and "graph." in text.lower():
+                    raise ConfigError(f"{self.where} is a Redis server without the FalkorDB module",
+                                      hint="point the remote at a FalkorDB server (redis-server "
+                                           "--loadmodule falkordb.so)") from None
+                else:
+                    raise BMError(f"{self.where}: {what} failed: {text}",
+                                  hint="check the server's log; `bm remote test` checks the connection") from None
+            except Exception as exc:  # graphiti / pydantic / anything else: one clean error, no traceback
+                raise BMError(f"{self.where}: {what} failed ({type(exc).__name__}: {exc})",
+                              hint="check the server's log; `bm remote test` checks the connection") from None
+            if attempt + 1 < self.tries:
+                pause = min(random.uniform(0, delay), max(0.0, deadline - time.monotonic()))
+                time.sleep(pause)
+                delay = min(delay * 2, _BACKOFF_MAX)
+        kind = "timed out" if isinstance(last, (asyncio.TimeoutError, TimeoutError, rx.TimeoutError)) or last is None \
+            else f"failed ({type(last).__name__}: {last})"
+        raise RemoteDown(f"{self.where}: {what} {kind}",
+                         hint="is the server running and reachable? the next sync retries (nothing is lost)")
+
+    def _auth_error(self, exc: BaseException) -> ConfigError:
+        if self.password_env:
+            hint = f"check the password in ${self.password_env}" + (f" and the user {self.username!r}"
+                                                                     if self.username else "")
+        else:
+            hint = "this server needs a password: set password_env to the NAME of a variable holding it"
+        return ConfigError(f"{self.where} refused the credentials ({exc})", hint=hint)
+
+    def _name_vector(self, name: str) -> list[float]:
+        key = " ".join(name.split())
+        vec = self._names.get(key)
+        if vec is None:
+            vec = [float(x) for x in self._embed(key)]
+            if len(self._names) >= _NAME_CACHE:
+                self._names.clear()
+            self._names[key] = vec
+        return vec
+
+    async def _exists(self, graph: str) -> bool:
+        """Whether the graph exists (a read through GRAPH.QUERY would create it, empty)."""
+        return bool(await self._connect().connection.exists(graph))
+
+    def close(self) -> None:
+        """Close the connection and end the sink's loop (the sink can be used again after)."""
+        with self._lock:
+            client, loop = self._client, self._loop
+            self._client, self._loop = None, None
+            self._drivers.clear()
+            self._indexed.clear()
+        if loop is not None:
+            if client is not None:
+                try:
+                    loop.run(client.aclose(), 5)
+                except Exception:  # noqa: BLE001 - closing a broken connection is not an error
+                    pass
+            loop.close()
+
+    def __enter__(self) -> "GraphitiSink":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- GraphSink ---------------------------------------------------------------------------------
+    def ping(self) -> None:
+        """One harmless round trip (GRAPH.LIST); RemoteDown / ConfigError when it fails."""
+        self._call("ping", lambda: self._connect().list_graphs())
+
+    def put_facts(self, facts: list, key: str = "") -> dict[str, str]:
+        """Upsert facts (grouped per user graph); returns local_id -> edge uuid."""
+        out: dict[str, str] = {}
+        by_group: dict[str, list] = {}
+        for f in facts:
+            by_group.setdefault(self.group_id(f.user), []).append(f)
+        for group, batch in by_group.items():
+            nodes: dict[str, Any] = {}
+            edges: list[Any] = []
+            for f in batch:
+                e_uuid = edge_uuid(group, f.local_id)
+                src = self._node(group, f.source or f.user, f.created_at, nodes)
+                dst = self._node(group, f.target or f.user, f.created_at, nodes)
+                edges.append(self._edge(group, e_uuid, f, src, dst))
+                out[f.local_id] = e_uuid
+            self._call(f"writing {len(edges)} fact(s) for {group}",
+                       lambda g=group, n=list(nodes.values()), e=edges: self._write(g, n, e, []))
+        return out
+
+    def _node(self, group: str, name: str, created_at: str | None, acc: dict) -> str:
+        from graphiti_core.nodes import EntityNode
+
+        name = " ".join(str(name).split()) or "?"
+        n_uuid = node_uuid(group, name)
+        if n_uuid not in acc:
+            acc[n_uuid] = EntityNode(uuid=n_uuid, name=name, group_id=group, labels=[],
+                                     name_embedding=self._name_vector(name),
+                                     created_at=_to_dt(created_at) or datetime(1970, 1, 1, tzinfo=timezone.utc),
+                                     attributes={"bm_made": True})
+        return n_uuid
+
+    def _edge(self, group: str, e_uuid: str, f: Any, src: str, dst: str) -> Any:
+        from graphiti_core.edges import EntityEdge
+
+        created = _to_dt(f.created_at) or _to_dt(f.valid_at) or datetime.now(timezone.utc)
+        emb = f.embedding if f.embedding is not None else self._embed(f.text)
+        return EntityEdge(uuid=e_uuid, group_id=group, source_node_uuid=src, target_node_uuid=dst,
+                          created_at=created, name=f.name or "RELATES_TO", fact=f.text,
+                          fact_embedding=[float(x) for x in emb], episodes=[],
+                          valid_at=_to_dt(f.valid_at), invalid_at=_to_dt(f.invalid_at),
+                          expired_at=_to_dt(f.expired_at),
+                          attributes={"bm_id": f.local_id, "bm_user": f.user})
+
+    async def _write(self, group: str, nodes: list, edges: list, episodes: list) -> None:
+        from graphiti_core.utils.bulk_utils import add_nodes_and_edges_bulk
+
+        driver = self._driver(group)
+        await self._ensure_indices(driver)
+        if edges:
+            # a fact whose subject or object changed: drop the old relationship (MERGE would add one)
+            await driver.execute_query(
+                "UNWIND $moves AS m MATCH (a:Entity)-[e:RELATES_TO {uuid: m.uuid}]->(b:Entity) "
+                "WHERE a.uuid <> m.src OR b.uuid <> m.dst DELETE e",
+                moves=[{"uuid": e.uuid, "src": e.source_node_uuid, "dst": e.target_node_uuid} for e in edges])
+        await add_nodes_and_edges_bulk(driver, episodes, [], nodes, edges, _embedder(self._embed))
+        if edges:
+            await self._collect_orphans(driver)
+
+    @staticmethod
+    async def _collect_orphans(driver: Any) -> None:
+        await driver.execute_query("MATCH (n:Entity) WHERE n.bm_made = true AND NOT (n)--() DELETE n")
+
+    def put_messages(self, messages: list, key: str = "") -> None:
+        """Upsert beads as graphiti episodes (source ``message``), one per bead."""
+        from graphiti_core.nodes import EpisodeType, EpisodicNode
+
+        by_group: dict[str, list] = {}
+        for m in messages:
+            group = self.group_id(m.user)
+            at = _to_dt(m.created_at) or datetime.now(timezone.utc)
+            by_group.setdefault(group, []).append(EpisodicNode(
+                uuid=episode_uuid(group, m.local_id), name=m.local_id, group_id=group, labels=[],
+                source=EpisodeType.message, source_description="bm bead",
+                content=f"{m.name or m.role}: {m.content}", valid_at=at, created_at=at, entity_edges=[]))
+        for group, episodes in by_group.items():
+            self._call(f"writing {len(episodes)} message(s) for {group}",
+                       lambda g=group, e=episodes: self._write(g, [], [], e))
+
+    def delete_facts(self, user: str, remote_uuids: list[str], key: str = "") -> None:
+        """Delete facts (edges) or messages (episodes) by uuid; absent ones are fine."""
+        uuids = [str(u) for u in remote_uuids]
+        if not uuids:
+            return
+        group = self.group_id(user)
+
+        async def run() -> None:
+            from graphiti_core.edges import EntityEdge
+
+            if not await self._exists(group):
+                return
+            driver = self._driver(group)
+            await EntityEdge.delete_by_uuids(driver, uuids)
+            await driver.execute_query("MATCH (n:Episodic) WHERE n.uuid IN $uuids DETACH DELETE n", uuids=uuids)
+            await self._collect_orphans(driver)
+
+        self._call(f"deleting {len(uuids)} fact(s) of {group}", run)
+
+    def delete_user(self, user: str, key: str = "") -> None:
+        """Delete the user's whole graph (absent = fine)."""
+        group = self.group_id(user)
+
+        async def run() -> None:
+            if await self._exists(group):
+                await self._connect().select_graph(group).delete()
+            self._indexed.discard(group)
+
+        self._call(f"deleting {group}", run)
+
+    def list_facts(self, user: str) -> list:
+        """Every fact (RELATES_TO) of the user's graph, retired ones included."""
+        from .mirror import RemoteFact
+
+        group = self.group_id(user)
+
+        async def run() -> list:
+            if not await self._exists(group):
+                return []
+            records, _, _ = await self._driver(group).execute_query(
+                "MATCH (n:Entity)-[e:RELATES_TO]->(m:Entity) RETURN e.uuid AS uuid, e.fact AS fact, "
+                "e.name AS name, n.name AS source, m.name AS target, e.valid_at AS valid_at, "
+                "e.invalid_at AS invalid_at, e.created_at AS created_at, e.expired_at AS expired_at, "
+                "e.bm_id AS bm_id ORDER BY e.uuid")
+            return records
+
+        rows = self._call(f"listing the facts of {group}", run)
+        return [RemoteFact(uuid=r["uuid"], user=user, text=r["fact"] or "", name=r["name"] or "RELATES_TO",
+                           source=r["source"] or "", target=r["target"] or "", valid_at=_iso(r["valid_at"]),
+                           invalid_at=_iso(r["invalid_at"]), created_at=_iso(r["created_at"]),
+                           expired_at=_iso(r["expired_at"]), local_id=r["bm_id"] or None)
+                for r in rows]
+
+    def search(self, user: str, query: str, limit: int = 10, timeout: float = 0.7) -> list:
+        """graphiti's hybrid search (BM25 + cosine, RRF) over the user's current facts and
+        summarised nodes; at most ``limit`` hits, best first; RemoteDown after ``timeout``."""
+        from .mirror import RemoteHit
+
+        deadline = time.monotonic() + float(timeout)
+        if not query or not query.strip() or limit <= 0:
+            return []
+        group = self.group_id(user)
+        vector = [float(x) for x in self._embed(query)]
+
+        async def run() -> Any:
+            _graphiti_env()
+            from graphiti_core.search.search import search
+            from graphiti_core.search.search_config import (EdgeReranker, EdgeSearchConfig, EdgeSearchMethod,
+                                                            NodeReranker, NodeSearchConfig, NodeSearchMethod,
+                                                            SearchConfig)
+            from graphiti_core.search.search_filters import ComparisonOperator, DateFilter, SearchFilters
+
+            if not await self._exists(group):
+                return None
+            driver = self._driver(group)
+            config = SearchConfig(
+                edge_config=EdgeSearchConfig(search_methods=[EdgeSearchMethod.bm25, EdgeSearchMethod.cosine_similarity],
+                                             reranker=EdgeReranker.rrf),
+                node_config=NodeSearchConfig(search_methods=[NodeSearchMethod.bm25, NodeSearchMethod.cosine_similarity],
+                                             reranker=NodeReranker.rrf),
+                limit=limit)
+            current = SearchFilters(expired_at=[[DateFilter(comparison_operator=ComparisonOperator.is_null)]])
+            coro = search(_clients(driver, self._embed), query, [group], config, current,
+                          query_vector=vector, driver=driver)
+            return await asyncio.wait_for(coro, max(0.001, deadline - time.monotonic()))
+
+        res = self._call(f"searching {group}", run, deadline=deadline)
+        if res is None:
+            return []
+        hits = [RemoteHit(uuid=e.uuid, text=e.fact, score=float(s), kind="edge", valid_at=_iso(e.valid_at),
+                          invalid_at=_iso(e.invalid_at), local_id=(e.attributes or {}).get("bm_id"))
+                for e, s in zip(res.edges, res.edge_reranker_scores or [0.0] * len(res.edges))]
+        hits += [RemoteHit(uuid=n.uuid, text=f"{n.name}: {n.summary}", score=float(s), kind="node",
+                           valid_at=None, invalid_at=None, local_id=None)
+                 for n, s in zip(res.nodes, res.node_reranker_scores or [0.0] * len(res.nodes))
+                 if (n.summary or "").strip()]
+        hits.sort(key=lambda h: -h.score)
+        return hits[:limit]
+
+    # -- heads (optional MirrorRemote hooks: the mirror's version vector lives in the remote) ------
+    def load_heads(self) -> dict[str, int]:
+        """replica -> highest seq mirrored (graph ``<database>_sync_state``; {} when none)."""
+        async def run() -> list:
+            if not await self._exists(self.state_graph):
+                return []
+            records, _, _ = await self._driver(self.state_graph).execute_query(
+                "MATCH (h:BmHead) RETURN h.replica AS replica, h.seq AS seq")
+            return records
+
+        return {r["replica"]: int(r["seq"]) for r in self._call("reading the mirror heads", run)
+                if r["replica"] and r["seq"] is not None}
+
+    def save_heads(self, heads: dict[str, int]) -> None:
+        """Merge ``heads`` into the stored ones, per replica the max (a head never goes back, and
+        two devices saving at once cannot undo each other: one query, applied atomically)."""
+        rows = [{"replica": str(r), "seq": int(s)} for r, s in sorted(heads.items()) if int(s) > 0]
+        if not rows:
+            return
+
+        async def run() -> None:
+            driver = self._driver(self.state_graph)
+            await driver.execute_query(
+                "UNWIND $rows AS r MERGE (h:BmHead {replica: r.replica}) "
+                "SET h.seq = CASE WHEN h.seq IS NULL OR h.seq < r.seq THEN r.seq ELSE h.seq END",
+                rows=rows)
+
+        self._call("saving the mirror heads", run)
+
+    # the names MirrorRemote looks for
+    get_heads = load_heads
+    put_heads = save_heads
+
+
+# -- graphiti's client objects, without any network ------------------------------------------------------
+def _embedder(embed: Callable[[str], Sequence[float]]) -> Any:
+    _graphiti_env()
+    from graphiti_core.embedder.client import EmbedderClient
+
+    class BMEmbedder(EmbedderClient):
+        """graphiti's embedder interface over bm's embed callable (local, no network)."""
+
+        async def create(self, input_data: Any) -> list[float]:
+            text = input_data[0] if isinstance(input_data, list) else input_data
+            return [float(x) for x in embed(str(text))]
+
+        async def create_batch(self, input_data_list: list[str]) -> list[list[float]]:
+            return [[float(x) for x in embed(t)] for t in input_data_list]
+
+    return BMEmbedder()
+
+
+def _clients(driver: Any, embed: Callable[[str], Sequence[float]]) -> Any:
+    """GraphitiClients for ``search``: bm's embedder; an LLM and a cross-encoder that refuse
+    (the RRF recipes used here never call them; nothing may reach OpenAI)."""
+    _graphiti_env()
+    from graphiti_core.cross_encoder.client import CrossEncoderClient
+    from graphiti_core.graphiti_types import GraphitiClients
+    from graphiti_core.llm_client.client import LLMClient
+    from graphiti_core.tracer import NoOpTracer
+
+    class NoLLM(LLMClient):
+        async def _generate_response(self, *args: Any, **kwargs: Any) -> dict:
+            raise BMError("graphiti asked for an LLM", hint="bm writes and searches graphiti without one: a bug")
+
+    class NoCrossEncoder(CrossEncoderClient):
+        async def rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
+            raise BMError("graphiti asked for a cross-encoder", hint="bm searches graphiti with RRF: a bug")
+
+    return GraphitiClients(driver=driver, llm_client=NoLLM(None), embedder=_embedder(embed),
+                           cross_encoder=NoCrossEncoder(), tracer=NoOpTracer())
