@@ -579,3 +579,34 @@ def test_contract_mirror_graphiti(store, make_sink, falkordb):
 
         run_contract(MirrorRemote(sink, mem), mem, keeps_streams=False, snapshot=snapshot)
         assert counts(falkordb, graph) == (4, 2, 1)  # and it did write: Ada, Acme, ann, fact; 2 facts; 1 bead
+
+
+def test_cli_remote_graphiti_sync_and_recall_with_remote_help(falkordb, bm, store, monkeypatch):
+    import json
+
+    from conftest import assert_error
+
+    """`bm remote add graphiti` (password from an env var), `bm remote test`, `bm sync now`,
+    `bm recall --remote`: facts mirrored to the real FalkorDB and found by graphiti's search."""
+    monkeypatch.setenv("BM_TEST_FALKOR_PW", falkordb.password)
+    monkeypatch.setenv("GRAPHITI_TELEMETRY_ENABLED", "false")
+    for obj in ("Acme", "Lisbon"):
+        pred = "works_at" if obj == "Acme" else "lives_in"
+        assert bm("remember", "--fact", json.dumps({"subject": "ann", "predicate": pred, "object": obj}),
+                  "-u", "ann").code == 0
+    assert bm("remote", "add", "graphiti", "--host", falkordb.host, "--port", str(falkordb.port),
+              "--password-env", "BM_TEST_FALKOR_PW", "--database", "clitest").code == 0
+    assert falkordb.password not in (store / "data" / "remotes.toml").read_text()
+    tested = bm("remote", "test", "--json")
+    assert tested.code == 0 and tested.json()["ok"] and tested.json()["latency_ms"] > 0, tested
+    synced = bm("sync", "now", "--json")
+    assert synced.code == 0 and synced.json()["remotes"][0]["pushed"], synced
+    res = bm("recall", "where does ann live", "-u", "ann", "--remote", "--json")
+    assert res.code == 0 and "note:" not in res.err, res
+    rows = res.json()
+    lisbon = [r for r in rows if "Lisbon" in r["text"]]
+    assert len(lisbon) == 1, rows   # graphiti's hit merged into the local memory, not a second row
+    assert any(p.get("source") == "graphiti" and p.get("remote") == "graph" for p in lisbon[0]["provenance"]), rows
+    # the password variable gone: one clear error line, naming it
+    monkeypatch.delenv("BM_TEST_FALKOR_PW")
+    assert_error(bm("remote", "test", "graph"), 1, "BM_TEST_FALKOR_PW")
