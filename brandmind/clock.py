@@ -57,6 +57,11 @@ def new_id(prefix: str, ms: int | None = None) -> str:
         else:
             r = int.from_bytes(os.urandom(8), "big") >> 5  # 59 bits: room to count up
         _last_id[0], _last_id[1] = ms, r
+    return encode_id(prefix, ms, r)
+
+
+def encode_id(prefix: str, ms: int, r: int) -> str:
+    """``<prefix>_`` + 10 base-32 digits of ``ms`` + 12 of ``r``: ids sort by time."""
     t = ""
     for _ in range(10):
         t = _B32[ms & 31] + t

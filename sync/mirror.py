@@ -84,6 +84,8 @@ from typing import Any, Iterable, Protocol
 
 from brandmind.errors import BMError
 
+from .remote import seq_of
+
 # -- what goes to a graph service ----------------------------------------------------------------
 
 
@@ -172,7 +174,6 @@ class GraphSink(Protocol):
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
-_B32 = "0123456789abcdefghjkmnpqrstvwxyz"
 _UPPER = re.compile(r"[^A-Z0-9]+")
 _PREDICATE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 SKIP_META_KINDS = ("turn", "file")      # raw turns (beads carry them) and workspace file chunks
@@ -197,17 +198,11 @@ def idem_key(*parts: Any) -> str:
 def harvest_id(remote_uuid: str, created_ms: int | None) -> str:
     """The memory id a remote-made fact becomes: like ``clock.new_id`` (sorts by time), with
     the random part replaced by a hash of the remote uuid, so every device picks the same."""
+    from brandmind.clock import encode_id
+
     ms = max(0, int(created_ms or 0))
-    t = ""
-    for _ in range(10):
-        t = _B32[ms & 31] + t
-        ms >>= 5
     r = int.from_bytes(hashlib.sha256(remote_uuid.encode("utf-8")).digest()[:8], "big") >> 4
-    rnd = ""
-    for _ in range(12):
-        rnd = _B32[r & 31] + rnd
-        r >>= 5
-    return f"m_{t}{rnd}"
+    return encode_id("m", ms, r)
 
 
 def _iso(ms: int | None) -> str | None:
@@ -225,10 +220,6 @@ def _ms(value: str | None) -> int | None:
         return parse_time(value, field="remote time")
     except BMError:
         return None
-
-
-def _seq(op: dict) -> int:
-    return int(str(op["id"]).rpartition(":")[2])
 
 
 @dataclass
@@ -304,10 +295,10 @@ class MirrorRemote:
         if any(not str(op["id"]).startswith(replica + ":") for op in ops):
             raise BMError(f"remote {self.name!r}: a push of {replica} holds another replica's ops",
                           hint="this is a bug in the sync engine")
-        fresh = [op for op in ops if _seq(op) > head]
+        fresh = [op for op in ops if seq_of(op) > head]
         if not fresh:
             return head
-        seqs = [_seq(op) for op in fresh]
+        seqs = [seq_of(op) for op in fresh]
         if seqs[0] != head + 1 or seqs != list(range(seqs[0], seqs[0] + len(seqs))):
             raise BMError(f"remote {self.name!r}: ops {seqs[0]}..{seqs[-1]} of {replica} are not contiguous "
                           f"after head {head}", hint="this is a bug in the sync engine")
