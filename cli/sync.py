@@ -196,17 +196,16 @@ def remote_test(
 
 # -- bm sync ------------------------------------------------------------------------------------------------
 def _remotes(mem: Any, name: str | None) -> list[Any]:
-    from brandmind.sync.config import get_remote, load_remotes
-    from brandmind.sync.remotes import open_remote
+    from brandmind.sync.config import get_remote
+    from brandmind.sync.remotes import open_all, open_remote
 
     data_dir = mem.config.paths.data_dir
     if name is not None:
         return [open_remote(mem, get_remote(data_dir, name))]
-    configs = load_remotes(data_dir)
-    if not configs:
+    remotes = open_all(mem)  # op-log remotes first: an empty store starts from their snapshot
+    if not remotes:
         get_remote(data_dir, None)  # raises "no sync remote" with the hint
-    # op-log remotes first: a new device starts from their snapshot before any graph is mirrored
-    return [open_remote(mem, cfg) for cfg in sorted(configs.values(), key=lambda c: (c.mirror, c.name))]
+    return remotes
 
 
 def _error_text(err: Any) -> tuple[str, str | None]:

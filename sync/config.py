@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -182,6 +181,8 @@ def load_remotes(data_dir: Path) -> dict[str, RemoteConfig]:
     path = remotes_path(data_dir)
     if not path.exists():
         return {}
+    import tomllib
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

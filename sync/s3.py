@@ -106,10 +106,6 @@ def same_op(a: dict, b: dict) -> bool:
     return pa == pb or is_redaction(pa, pb) or is_redaction(pb, pa)
 
 
-def _dumps(obj: Any) -> bytes:
-    return dumps(obj)
-
-
 def make_client(cfg: RemoteConfig) -> Any:
     """A boto3 S3 client for the remote: credentials from the remote's config, else its
     profile, else the usual chain; path-style addressing for custom endpoints."""
@@ -288,7 +284,7 @@ class S3Remote:
             new = merge(doc)
             if doc is not None and new == doc:
                 return doc
-            body = self.keyring.seal(rel, _dumps(new))
+            body = self.keyring.seal(rel, dumps(new))
             try:
                 self._put(rel, body, **({"IfMatch": etag} if etag else {"IfNoneMatch": "*"}))
                 return new
@@ -504,7 +500,7 @@ class S3Remote:
         """Segments of at most ``segment_ops`` ops, split in halves while the JSON is over
         ``segment_bytes`` (one op alone may be bigger); each with its canonical JSON."""
         def split(chunk: list[dict]) -> Iterator[tuple[list[dict], bytes]]:
-            plain = _dumps({"format": 1, "replica": replica, "ops": chunk})
+            plain = dumps({"format": 1, "replica": replica, "ops": chunk})
             if len(plain) > self.segment_bytes and len(chunk) > 1:
                 half = len(chunk) // 2
                 yield from split(chunk[:half])

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from brandmind.errors import BMError, UsageError
-from brandmind.oplog import version_vector_in
+from brandmind.oplog import dumps, version_vector_in
 
 INDEX = "snapshots/index.json"
 PART_BYTES = 32 << 20
@@ -52,10 +52,6 @@ class SnapshotError(BMError):
 
 def vv_hash(vv: dict[str, int]) -> str:
     return hashlib.sha256(json.dumps(vv, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
-
-
-def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
 
 
 # -- making one --------------------------------------------------------------------------------------
@@ -150,7 +146,7 @@ def create(mem: Any, remote: Any, *, part_bytes: int = PART_BYTES, keep: int = K
                  "bytes": size, "model": mem.sql.model, "dim": mem.sql.dim,
                  "created": _iso_now()}
         manifest = {"format": FORMAT, **entry, "parts": parts}
-        remote._put(name, remote.keyring.seal(name, _dumps(manifest)))
+        remote._put(name, remote.keyring.seal(name, dumps(manifest)))
         dropped: list[dict] = []
 
         def merge(doc: dict | None) -> dict:
