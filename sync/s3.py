@@ -619,10 +619,10 @@ class S3Remote:
     # -- maintenance ----------------------------------------------------------------------------------
     def probe(self) -> dict[str, Any]:
         """`bm remote test`: a round trip (put/get/delete of an encrypted probe object) and
-        the conditional writes sync relies on (If-None-Match: *, If-Match)."""
+        the conditional writes sync relies on (If-None-Match: *, If-Match); ``probe`` in
+        sync/remotes.py times it (``latency_ms``)."""
         import os as _os
 
-        t0 = time.perf_counter()
         rel = f"probe/{_os.getpid()}-{_os.urandom(6).hex()}"
         body = self.keyring.seal(rel, b"bm probe")
         result: dict[str, Any] = {"remote": self.name, "url": self.cfg.url(),
@@ -652,7 +652,6 @@ class S3Remote:
         result["replicas"] = len((doc or {}).get("heads") or {})
         result["key_id"] = self.keyring.active().key_id
         result["ok"] = all(result.get(k) for k in ("round_trip", "if_none_match", "if_match", "deleted"))
-        result["ms"] = round((time.perf_counter() - t0) * 1000, 1)
         return result
 
 
