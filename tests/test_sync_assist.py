@@ -146,6 +146,9 @@ def test_recall_with_an_unreachable_remote_says_so_and_answers_locally(bm, store
     res = bm("recall", "where does Ann live", "--remote", "--json")
     assert res.code == 0, res
     assert res.json()[0]["text"] == "Ann lives in Lisbon"
-    assert "note: remote zep error" in res.err and "local results only" in res.err
+    # refused connections are retried within the budget: "error" once the retries give up,
+    # "timeout" on a loaded machine where they outlast the 700 ms; either way it says so
+    assert ("note: remote zep error" in res.err or "note: remote zep timeout" in res.err), res
+    assert "local results only" in res.err
     plain = bm("recall", "where does Ann live", "--json")   # assist is off: the remote is not asked
     assert plain.code == 0 and plain.err == "" and plain.json()[0]["text"] == "Ann lives in Lisbon"
