@@ -129,14 +129,23 @@ class Memory:
             t.cache_vector(self.sql.model, text, vec)
         return vec
 
-    def _catch_up(self, progress: Progress | None = None) -> int:
-        """Apply every op the SQLite projection has not seen yet; returns how many."""
+    def _catch_up(self, progress: Progress | None = None, *, fresh: dict[int, dict] | None = None,
+                  vectors: dict[str, bytes] | None = None) -> int:
+        """Apply every op the SQLite projection has not seen yet; returns how many.
+        ``fresh`` (arrival -> op) and ``vectors`` (text -> vector): what a caller that just
+        stored ops has in hand already (replication.receive_batch)."""
         if self.sql.applied() >= self.log.last_arrival():
             return 0
         from .replication import catch_up
 
+        vector_for = self._vector_for
+        if vectors:
+            def vector_for(text: str) -> bytes:
+                vec = vectors.get(text)
+                return vec if vec is not None else self._vector_for(text)
+
         # arrival order, each replica's ops in seq order (brandmind/replication.py)
-        n = catch_up(self.log, self.sql, self._vector_for, progress, apply=apply_sql_side)
+        n = catch_up(self.log, self.sql, vector_for, progress, apply=apply_sql_side, fresh=fresh)
         self.searcher.invalidate()
         return n
 

@@ -182,15 +182,19 @@ class OpLog:
         with self.read() as txn:
             return int.from_bytes(txn.get(b"next_arrival", db=self.db["meta"]), "big") - 1
 
-    def ops_after(self, arrival: int) -> Iterator[tuple[int, dict]]:
-        """Ops in arrival order with an arrival number above ``arrival``."""
+    def ops_after(self, arrival: int, known: dict[int, dict] | None = None) -> Iterator[tuple[int, dict]]:
+        """Ops in arrival order with an arrival number above ``arrival`` (those in
+        ``known``, arrival -> op, are taken from there instead of being read)."""
+        known = known or {}
         with self.read() as txn:
             cur = txn.cursor(db=self.db["order"])
             if not cur.set_range(_u64(arrival + 1)):
                 return
             ops = self.db["ops"]
             for key, opkey in cur:
-                yield int.from_bytes(key, "big"), loads(txn.get(opkey, db=ops))
+                n = int.from_bytes(key, "big")
+                op = known.get(n)
+                yield n, op if op is not None else loads(txn.get(opkey, db=ops))
 
     def count(self, name: str) -> int:
         with self.read() as txn:
@@ -284,6 +288,9 @@ class LogTxn:
         self.log = log
         self.txn = txn
         self.db = log.db
+        # ops key -> (arrival, op as stored) of the ops received in this transaction, when
+        # its caller asks (replication.receive_batch: the projection then needs no read back)
+        self.fresh: dict[bytes, tuple[int, dict]] | None = None
 
     def _meta_int(self, key: bytes) -> int:
         return int.from_bytes(self.txn.get(key, db=self.db["meta"]), "big")
@@ -307,12 +314,12 @@ class LogTxn:
         self.txn.put(b"vv\0" + replica.encode(), _u64(seq), db=self.db["sync"])
         return op
 
-    def receive(self, op: dict, *, max_skew_ms: int, now_ms: int | None = None) -> bool:
+    def receive(self, op: dict, *, max_skew_ms: int, now_ms: int | None = None, counters: Any = None) -> bool:
         """Store an op of any replica that came from elsewhere (sync); False if it was here
         already.  See brandmind/replication.py (skew check, HLC receive rule, remove wins)."""
         from .replication import receive
 
-        return receive(self, op, max_skew_ms=max_skew_ms, now_ms=now_ms)
+        return receive(self, op, max_skew_ms=max_skew_ms, now_ms=now_ms, counters=counters)
 
     def redact(self, op_id: str, payload: dict) -> None:
         """Replace the payload of an earlier op (used by forget, so text does not linger in the log)."""
@@ -324,6 +331,8 @@ class LogTxn:
         op = loads(raw)
         op["payload"] = payload
         self.txn.put(key, dumps(op), db=self.db["ops"])
+        if self.fresh is not None and key in self.fresh:
+            self.fresh[key] = (self.fresh[key][0], op)
 
     def iter_ops(self) -> Iterator[tuple[str, dict]]:
         """Every op in the log (all replicas' streams) as seen by this transaction: (op id, op)."""

@@ -31,8 +31,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from . import clock
 from .errors import ClockSkew, InvalidInput, SyncConflict
 from .oplog import _u64, dumps, loads
+from .projection import apply_log_side, hlc_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from .memory import Memory
@@ -72,16 +74,57 @@ def init_version_vector(log: "OpLog", txn: Any) -> None:
     txn.put(b"vv_ready", b"1", db=sync)
 
 
-def _advance_head(t: "LogTxn", replica: str) -> None:
-    sync, ops = t.db["sync"], t.db["ops"]
-    vkey = b"vv\0" + replica.encode()
-    raw = t.txn.get(vkey, db=sync)
-    head = int.from_bytes(raw, "big") if raw else 0
-    start = head
-    while t.txn.get(_key(replica, head + 1), db=ops) is not None:
-        head += 1
-    if head != start:
-        t.txn.put(vkey, _u64(head), db=sync)
+class Counters:
+    """What every received op moves: the next arrival number, the last HLC seen and the
+    replicas' contiguous heads.  A batch keeps them here and writes them once
+    (:meth:`flush`, before its transaction commits) instead of reading and writing
+    ``meta``/``sync`` for every op; a lone receive flushes at once."""
+
+    __slots__ = ("arrival", "wall", "counter", "hlc_moved", "heads", "moved")
+
+    def __init__(self, t: "LogTxn") -> None:
+        self.arrival = t._meta_int(b"next_arrival")
+        raw = t.txn.get(b"hlc", db=t.db["meta"])
+        last = loads(raw) if raw else [0, 0]
+        self.wall, self.counter = int(last[0]), int(last[1])
+        self.hlc_moved = False
+        self.heads: dict[str, int] = {}
+        self.moved: set[str] = set()
+
+    def head(self, t: "LogTxn", replica: str) -> int:
+        head = self.heads.get(replica)
+        if head is None:
+            raw = t.txn.get(b"vv\0" + replica.encode(), db=t.db["sync"])
+            head = self.heads[replica] = int.from_bytes(raw, "big") if raw else 0
+        return head
+
+    def advance(self, t: "LogTxn", replica: str, seq: int) -> None:
+        """Op ``seq`` of ``replica`` was stored: move its head over every op now contiguous."""
+        head = self.head(t, replica)
+        if seq != head + 1:
+            return
+        ops = t.db["ops"]
+        head = seq
+        while t.txn.get(_key(replica, head + 1), db=ops) is not None:
+            head += 1
+        self.heads[replica] = head
+        self.moved.add(replica)
+
+    def see(self, hlc: list) -> None:
+        """The receive rule of the HLC: local ops made later are stamped after this one."""
+        if (int(hlc[0]), int(hlc[1])) > (self.wall, self.counter):
+            self.wall, self.counter = int(hlc[0]), int(hlc[1])
+            self.hlc_moved = True
+
+    def flush(self, t: "LogTxn") -> None:
+        meta, sync = t.db["meta"], t.db["sync"]
+        t.txn.put(b"next_arrival", _u64(self.arrival), db=meta)
+        if self.hlc_moved:
+            t.txn.put(b"hlc", json.dumps([self.wall, self.counter, t.log.replica]).encode(), db=meta)
+            self.hlc_moved = False
+        for replica in self.moved:
+            t.txn.put(b"vv\0" + replica.encode(), _u64(self.heads[replica]), db=sync)
+        self.moved.clear()
 
 
 # -- small LMDB indexes ------------------------------------------------------------------------------
@@ -122,12 +165,10 @@ def _check_shape(op: Any) -> tuple[str, int]:
     return replica, seq
 
 
-def receive(t: "LogTxn", op: dict, *, max_skew_ms: int, now_ms: int | None = None) -> bool:
-    """See the module docstring.  Returns False for an op stored already."""
-    from . import clock
-    from .clock import HLC
-    from .projection import apply_log_side, hlc_key
-
+def receive(t: "LogTxn", op: dict, *, max_skew_ms: int, now_ms: int | None = None,
+            counters: Counters | None = None) -> bool:
+    """See the module docstring.  Returns False for an op stored already.  ``counters``:
+    a batch's (:func:`receive_batch`), flushed by it; without, they are written at once."""
     replica, seq = _check_shape(op)
     key = _key(replica, seq)
     raw = t.txn.get(key, db=t.db["ops"])
@@ -147,24 +188,22 @@ def receive(t: "LogTxn", op: dict, *, max_skew_ms: int, now_ms: int | None = Non
             f"device's clock (more than the {max_skew_ms / 1000:g} s allowed by sync_max_skew_ms)",
             hint="fix the clock of the device that wrote it (or this one's: check NTP), or raise "
                  "the cap with `bm config set sync_max_skew_ms N`")
+    lone = counters is None
+    c = Counters(t) if lone else counters
     hk = hlc_key(op["hlc"])
     op = {"id": op["id"], "hlc": list(op["hlc"]), "kind": op["kind"], "payload": op["payload"]}
     op["payload"] = _remove_wins(t, op, hk)
     kind, p = op["kind"], op["payload"]
-    meta = t.db["meta"]
     t.txn.put(key, dumps(op), db=t.db["ops"])
-    arrival = t._meta_int(b"next_arrival")
+    arrival = c.arrival
+    c.arrival += 1
     t.txn.put(_u64(arrival), key, db=t.db["order"])
-    t.txn.put(b"next_arrival", _u64(arrival + 1), db=meta)
-    _advance_head(t, replica)
-    own = t.log.replica
-    if replica == own and seq >= t._meta_int(b"next_seq"):
-        t.txn.put(b"next_seq", _u64(seq + 1), db=meta)
-    last_raw = t.txn.get(b"hlc", db=meta)
-    last = HLC.decode(json.loads(last_raw)) if last_raw else HLC(0, 0, own)
-    theirs = HLC.decode(op["hlc"])
-    if (theirs.wall_ms, theirs.counter) > (last.wall_ms, last.counter):
-        t.txn.put(b"hlc", json.dumps([theirs.wall_ms, theirs.counter, own]).encode(), db=meta)
+    if t.fresh is not None:
+        t.fresh[key] = (arrival, op)
+    c.advance(t, replica, seq)
+    if replica == t.log.replica and seq >= t._meta_int(b"next_seq"):
+        t.txn.put(b"next_seq", _u64(seq + 1), db=t.db["meta"])
+    c.see(op["hlc"])
     if kind == "kg.node" and isinstance(p.get("user"), str):
         gone = _get_str(t, b"fu\0" + p["user"].encode())
         if gone is not None and hk < gone:  # a forgotten user's node arrived after the forget
@@ -177,6 +216,8 @@ def receive(t: "LogTxn", op: dict, *, max_skew_ms: int, now_ms: int | None = Non
         elif kind == "user.forget":
             forget_user_in_log(t, op)
     apply_log_side(t, op)
+    if lone:
+        c.flush(t)
     return True
 
 
@@ -191,8 +232,6 @@ def _owner(op: dict) -> str | None:
 
 def _remove_wins(t: "LogTxn", op: dict, hk: str) -> dict:
     """The payload to store: redacted when its memory or user was forgotten after it."""
-    from .memory import _owned_by, _redacted
-
     kind, p = op["kind"], op["payload"]
     if p.get("redacted"):
         return p
@@ -201,14 +240,19 @@ def _remove_wins(t: "LogTxn", op: dict, hk: str) -> dict:
     user = _owner(op)
     if user is not None:
         gone = _get_str(t, b"fu\0" + user.encode())
-        if gone is not None and hk < gone and _owned_by(op, user):
-            return _redacted(op)
+        if gone is not None and hk < gone:
+            from .memory import _owned_by, _redacted
+
+            if _owned_by(op, user):
+                return _redacted(op)
     if kind in ("kg.edge", "kg.mention"):
         ends = (p.get("src"), p.get("dst")) if kind == "kg.edge" else (p.get("node"),)
         for end in ends:
             if isinstance(end, str):
                 gone = _get_str(t, b"fn\0" + end.encode())
                 if gone is not None and hk < gone:
+                    from .memory import _redacted
+
                     return _redacted(op)
     return p
 
@@ -227,7 +271,6 @@ def forget_user_in_log(t: "LogTxn", op: dict) -> int:
     their blocks), and remember the forget for ops of theirs that arrive later.
     Returns how many ops were redacted."""
     from .memory import _owned_by, _redacted
-    from .projection import hlc_key
 
     user = op["payload"]["user"]
     forgotten_at = hlc_key(op["hlc"])
@@ -259,7 +302,6 @@ def _forget_node(t: "LogTxn", node_id: str, forgotten_at: str) -> None:
 
 def flush_late_nodes(t: "LogTxn") -> None:
     from .memory import _redacted
-    from .projection import hlc_key
 
     late = t.__dict__.pop("_late_nodes", None)
     if not late:
@@ -276,15 +318,23 @@ def flush_late_nodes(t: "LogTxn") -> None:
 
 def receive_batch(mem: "Memory", ops: Iterable[dict], *, now_ms: int | None = None) -> dict:
     """``Memory.receive_ops``: store the ops (one LMDB transaction: all or nothing), then
-    bring the SQLite projection up to date (which embeds pulled memories locally)."""
+    bring the SQLite projection up to date (which embeds pulled memories locally).
+
+    The projection is handed the ops as this transaction stored them and the vectors just
+    made, so neither is read back from LMDB.  (Another process may redact one of them
+    before the projection runs: its forget is a later op, which removes it again.)"""
     ops = list(ops)
     received = duplicates = 0
     max_skew = int(mem.config.sync_max_skew_ms)
-    _embed_ahead(mem, ops)
+    vectors = _embed_ahead(mem, ops)
     with mem.log.write() as t:
         t._batch = True  # one scan of the log for late nodes of forgotten users, at the end
+        t.fresh = {}
+        counters = Counters(t)
+        for text, vec in vectors.items():
+            t.cache_vector(mem.sql.model, text, vec)
         for op in ops:
-            if not t.receive(op, max_skew_ms=max_skew, now_ms=now_ms):
+            if not t.receive(op, max_skew_ms=max_skew, now_ms=now_ms, counters=counters):
                 duplicates += 1
                 continue
             received += 1
@@ -295,26 +345,32 @@ def receive_batch(mem: "Memory", ops: Iterable[dict], *, now_ms: int | None = No
                 if row is not None:
                     t.redact(row[0], {"id": op["payload"]["id"], "redacted": True})
         flush_late_nodes(t)
+        counters.flush(t)
+        fresh = dict(t.fresh.values())
     if received:
-        mem._catch_up()
+        mem._catch_up(fresh=fresh, vectors=vectors)
     return {"received": received, "duplicates": duplicates}
 
 
-def _embed_ahead(mem: "Memory", ops: list[dict], batch: int = 256) -> None:
-    """Embed the texts of pulled memories in batches (with this device's model) into the
-    vector cache, before any lock is taken; the projection then finds them there."""
+def _embed_ahead(mem: "Memory", ops: list[dict], batch: int = 256) -> dict[str, bytes]:
+    """The vectors (this device's model) of pulled memories' texts that the vector cache
+    lacks, made in batches before any lock is taken: text -> float32 bytes."""
+    from .oplog import text_key
+
     model = mem.sql.model
     texts = list(dict.fromkeys(
         op["payload"]["text"] for op in ops
         if isinstance(op, dict) and op.get("kind") == "memory.add" and isinstance(op.get("payload"), dict)
         and isinstance(op["payload"].get("text"), str) and not op["payload"].get("redacted")))
-    texts = [text for text in texts if mem.log.cached_vector(model, text) is None]
+    with mem.log.read() as txn:
+        vcache = mem.log.db["vcache"]
+        texts = [text for text in texts if txn.get(text_key(model, text), db=vcache) is None]
+    out: dict[str, bytes] = {}
     for i in range(0, len(texts), batch):
         chunk = texts[i:i + batch]
-        vecs = mem._embed_docs(chunk)
-        with mem.log.write() as t:
-            for text, vec in zip(chunk, vecs):
-                t.cache_vector(model, text, vec.tobytes())
+        for text, vec in zip(chunk, mem._embed_docs(chunk)):
+            out[text] = vec.tobytes()
+    return out
 
 
 # -- applying in per-replica order -------------------------------------------------------------------
@@ -338,9 +394,10 @@ def _heads(log: "OpLog", sql: "SQLStore", start: int) -> dict[str, int]:
 
 def catch_up(log: "OpLog", sql: "SQLStore", vector_for: Callable[[str], bytes],
              progress: Callable[[int, int], None] | None = None, *,
-             apply: Callable[..., None] | None = None) -> int:
+             apply: Callable[..., None] | None = None, fresh: dict[int, dict] | None = None) -> int:
     """Apply to ``sql`` every op it has not seen, in arrival order, each replica's ops in
-    seq order (held back until the gap fills); returns how many arrivals were processed."""
+    seq order (held back until the gap fills); returns how many arrivals were processed.
+    ``fresh``: arrival -> op of ops the caller just stored (not read back from LMDB)."""
     if apply is None:
         from .projection import apply_sql_side as apply
     c = sql.conn
@@ -356,7 +413,7 @@ def catch_up(log: "OpLog", sql: "SQLStore", vector_for: Callable[[str], bytes],
         # converge.aim parks an op; only trusted under this write lock
         sql.no_pending = c.execute("SELECT 1 FROM sync_pending LIMIT 1").fetchone() is None
         try:
-            for arrival, op in log.ops_after(start):
+            for arrival, op in log.ops_after(start, known=fresh):
                 replica, seq = split_id(op["id"])
                 head = heads.get(replica, 0)
                 if seq == head + 1:

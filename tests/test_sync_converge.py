@@ -386,14 +386,14 @@ def test_applying_one_origins_ops_out_of_order_fails_the_check(monkeypatch):
     import brandmind.blocks as blocks
     import brandmind.replication as replication
 
-    def catch_up_in_arrival_order(log, sql, vector_for, progress=None, *, apply=None):
+    def catch_up_in_arrival_order(log, sql, vector_for, progress=None, *, apply=None, fresh=None):
         from brandmind.projection import apply_sql_side
 
         apply = apply or apply_sql_side
         with sql.write():
             last = sql.applied()
             n = 0
-            for arrival, op in log.ops_after(last):
+            for arrival, op in log.ops_after(last, known=fresh):
                 apply(sql, op, vector_for)
                 last, n = arrival, n + 1
             sql.set_meta("applied", str(last))
