@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .errors import ModelMismatch, StoreCorrupt
+from .oplog import dumps
 
 
 def _vec_table(dim: int) -> str:
@@ -203,6 +204,9 @@ class SQLStore:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
+            # 16 MiB of page cache (the default 2 MiB): a vector chunk of sqlite-vec alone is
+            # 1.5 MiB, so bulk adds (sync pulls, imports) re-read pages without it; filled lazily
+            conn.execute("PRAGMA cache_size=-16384")
             # forgotten text is overwritten in the file, not just unlinked from the b-tree
             conn.execute("PRAGMA secure_delete=ON")
             self.conn = conn
@@ -277,8 +281,7 @@ class SQLStore:
                VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
             (m["id"], m["text"], m["type"], m["user"], m.get("agent"), float(m["importance"]),
              m["ts"], m.get("updated", m["ts"]), m.get("valid_from"), m.get("valid_to"),
-             m["source"], json.dumps(m.get("provenance", []), ensure_ascii=False),
-             json.dumps(m.get("meta", {}), ensure_ascii=False, sort_keys=True), m["op_id"],
+             m["source"], dumps(m.get("provenance", [])).decode(), dumps(m.get("meta", {})).decode(), m["op_id"],
              m.get("recorded_at", m.get("updated", m["ts"])), m.get("subject"), m.get("predicate"),
              m.get("object"), m.get("hlc")))
         rowid = c.last_insert_rowid()

@@ -102,6 +102,13 @@ def sync_once(mem: Any, remote: Any, *, push: bool = True, pull: bool = True,
     reported, not raised; a SyncConflict ends the round.  ``fault(point)`` is called at
     "before_push", "after_push", "before_watermark" and "after_receive" (tests raise there
     to simulate a crash)."""
+    from brandmind.bulk import gc_paused
+
+    with gc_paused():  # a round moves ops by the thousand (brandmind/bulk.py)
+        return _round(mem, remote, push=push, pull=pull, fault=fault)
+
+
+def _round(mem: Any, remote: Any, *, push: bool, pull: bool, fault: Callable[[str], None] | None) -> dict:
     name = remote.name
     report: dict[str, Any] = {"remote": name, "pushed": {}, "pulled": {}, "duplicates": 0,
                               "version_vector": {}, "remote_heads": {}, "errors": []}

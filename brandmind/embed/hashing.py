@@ -59,35 +59,40 @@ class HashEmbedder:
         self.dim = dim
         self.name = f"hash:{dim}"
 
-    def _vector(self, text: str) -> np.ndarray:
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """One bincount for the whole batch (row r's features land in bins r*dim..), each
+        row's features added in feature order: the same float64 sums as one text alone."""
+        texts = check_texts(texts)
+        n, dim = len(texts), self.dim
+        if not n:
+            return np.empty((0, dim), dtype=np.float32)
         idx: list[int] = []
         val: list[float] = []
-        for word in _WORD.findall(text.lower()):
-            i, v = _word_buckets(word, self.dim)
-            idx.extend(i)
-            val.extend(v)
-        if not idx:  # empty text still gets a unit vector
-            i, sign = _bucket("empty:", self.dim)
-            idx, val = [i], [sign]
-        # bincount adds in input order, as the feature loop did: the same float64 sums
-        vec = np.bincount(idx, weights=val, minlength=self.dim)
-        norm = np.linalg.norm(vec)
-        if norm == 0.0:  # features cancelled out exactly: fall back to the empty-text vector
-            idx, sign = _bucket("empty:", self.dim)
-            vec[idx], norm = sign, 1.0
-        return (vec / norm).astype(np.float32)
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        texts = check_texts(texts)
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for i, text in enumerate(texts):
-            out[i] = self._vector(text)
-        return out
+        counts: list[int] = []
+        for text in texts:
+            start = len(idx)
+            for word in _WORD.findall(text.lower()):
+                i, v = _word_buckets(word, dim)
+                idx.extend(i)
+                val.extend(v)
+            if len(idx) == start:  # empty text still gets a unit vector
+                i, sign = _bucket("empty:", dim)
+                idx.append(i)
+                val.append(sign)
+            counts.append(len(idx) - start)
+        bins = np.asarray(idx, dtype=np.int64) + np.repeat(np.arange(n, dtype=np.int64) * dim, counts)
+        mat = np.bincount(bins, weights=val, minlength=n * dim).reshape(n, dim)
+        norms = np.array([row.dot(row) for row in mat])  # what np.linalg.norm does for one row
+        for r in np.flatnonzero(norms == 0.0):  # features cancelled out: the empty-text vector
+            i, sign = _bucket("empty:", dim)
+            mat[r] = 0.0
+            mat[r, i], norms[r] = sign, 1.0
+        return (mat / np.sqrt(norms)[:, None]).astype(np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
         if not isinstance(text, str):
             raise InvalidInput(f"a query must be text, not {type(text).__name__}", hint="pass a string")
-        return self._vector(text)
+        return self.embed_documents([text])[0]
 
     def __repr__(self) -> str:
         return f"HashEmbedder(dim={self.dim})"
