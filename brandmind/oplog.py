@@ -362,6 +362,14 @@ class LogTxn:
     def set_bead_key(self, key: str, bead_id: str) -> None:
         self.txn.put(key.encode(), bead_id.encode(), db=self.db["bead_keys"])
 
+    def note_bead_hlc(self, bead_id: str, hk: str) -> None:
+        """The HLC key of a bead's op (a user.forget removes only beads stamped before it)."""
+        self.txn.put(b"bh\0" + bead_id.encode(), hk.encode(), db=self.db["sync"])
+
+    def bead_hlc(self, bead_id: str) -> str | None:
+        raw = self.txn.get(b"bh\0" + bead_id.encode(), db=self.db["sync"])
+        return bytes(raw).decode() if raw is not None else None
+
     def cache_vector(self, model: str, text: str, vector: bytes) -> None:
         self.txn.put(text_key(model, text), vector, db=self.db["vcache"])
 

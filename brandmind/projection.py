@@ -102,6 +102,7 @@ from __future__ import annotations
 import json
 from typing import Callable
 
+from . import converge
 from .oplog import LogTxn
 from .sqlstore import SQLStore
 
@@ -113,36 +114,40 @@ def hlc_key(hlc: list) -> str:
     return f"{int(hlc[0]):015d}.{int(hlc[1]):08d}.{hlc[2]}"
 
 
-def apply_log_side(txn: LogTxn, op: dict) -> None:
+def apply_log_side(txn: LogTxn, op: dict, hk: str | None = None) -> None:
     """The LMDB projections of one op (beads and their dedup keys).  Order-free: a
     ``user.forget`` at H removes the user's beads stamped before H (brandmind/replication.py
-    keeps each bead's op HLC), and a message key maps to the smallest bead id holding it."""
+    keeps each bead's op HLC), and a message key maps to the smallest bead id holding it.
+    ``hk``: the op's :func:`hlc_key`, when the caller has it."""
     kind, p = op["kind"], op["payload"]
     if p.get("redacted"):
         return
-    from . import replication
-
     if kind == "bead.add":
         bead = p["bead"]
         txn.put_bead(bead)
-        replication.note_bead(txn, bead["id"], hlc_key(op["hlc"]))
+        txn.note_bead_hlc(bead["id"], hk or hlc_key(op["hlc"]))
         if bead.get("key"):
             known = txn.bead_for_key(bead["key"])
             if known is None or bead["id"] < known or txn.get_bead(known) is None:
                 txn.set_bead_key(bead["key"], bead["id"])
     elif kind == "user.forget":
-        hk = hlc_key(op["hlc"])
+        hk = hk or hlc_key(op["hlc"])
         for bead_id in txn.user_bead_ids(p["user"]):
             bead = txn.get_bead(bead_id)
-            if bead and replication.bead_before(txn, bead_id, hk):
+            known = txn.bead_hlc(bead_id)
+            if bead and (known is None or known < hk):
                 txn.delete_bead(bead)
+
+
+# kinds whose only projection is in LMDB (apply_log_side)
+_LOG_ONLY = frozenset({"bead.add"})
 
 
 def apply_sql_side(sql: SQLStore, op: dict, vector_for: VectorFor) -> None:
     """The SQLite projections of one op; the caller holds the write transaction."""
-    from . import converge
-
     kind, p = op["kind"], op["payload"]
+    if kind in _LOG_ONLY:
+        return
     if p.get("redacted"):
         # a redacted add is a forgotten one: the id is dead (remove wins; brandmind/converge.py)
         if kind == "memory.add" and p.get("id"):
@@ -297,8 +302,6 @@ def _confirm_memory(sql: SQLStore, p: dict, hk: str) -> None:
     """``memory.confirm`` (and the kept memory of a ``memory.merge``): a counter, a set union
     of provenance entries (ordered by the HLC of the op that brought them: converge.py),
     a max of times."""
-    from . import converge
-
     c = sql.conn
     c.execute("UPDATE memories SET confirmations = confirmations + ?, updated_at = max(updated_at, ?) WHERE id=?",
               (int(p.get("count", 1)), int(p["ts"]), p["id"]))

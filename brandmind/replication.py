@@ -139,16 +139,6 @@ def _put_max(t: "LogTxn", key: bytes, hk: str) -> None:
         t.txn.put(key, hk.encode(), db=t.db["sync"])
 
 
-def note_bead(t: "LogTxn", bead_id: str, hk: str) -> None:
-    """Remember the HLC of a bead's op (a user.forget removes beads stamped before it)."""
-    t.txn.put(b"bh\0" + bead_id.encode(), hk.encode(), db=t.db["sync"])
-
-
-def bead_before(t: "LogTxn", bead_id: str, hk: str) -> bool:
-    known = _get_str(t, b"bh\0" + bead_id.encode())
-    return known is None or known < hk
-
-
 # -- receiving -------------------------------------------------------------------------------------------
 def _check_shape(op: Any) -> tuple[str, int]:
     try:
@@ -215,7 +205,7 @@ def receive(t: "LogTxn", op: dict, *, max_skew_ms: int, now_ms: int | None = Non
             forget_memory_in_log(t, p["id"], hk)
         elif kind == "user.forget":
             forget_user_in_log(t, op)
-    apply_log_side(t, op)
+    apply_log_side(t, op, hk)
     if lone:
         c.flush(t)
     return True

@@ -31,7 +31,7 @@ from brandmind.errors import BMError, SyncConflict
 
 from .plan import plan
 
-PUSH_BATCH = 5000   # ops per push call
+PUSH_BATCH = 20000   # ops per push call
 PULL_BATCH = 5000   # ops per pull call (and per receive transaction)
 STATE_FILE = "sync_state.json"
 

@@ -388,7 +388,8 @@ class S3Remote:
         if seqs[0] > head + 1:
             raise InvalidInput(f"cannot push ops {seqs[0]}.. of {replica}: the remote holds only up to {head}",
                                hint="this is a bug in the sync planner; report it")
-        ops = [o for o in ops if op_seq(o) > head]  # the overlap is already there
+        skip = max(0, min(len(ops), head - seqs[0] + 1))  # the overlap is already there
+        ops, seqs = ops[skip:], seqs[skip:]
         if not ops:
             return head
         self._push_blobs(ops)
@@ -413,8 +414,8 @@ class S3Remote:
             return Segment(first, last, rel)
 
         mine = list(self._map(put, chunks))
-        new_head = op_seq(ops[-1])
-        self._check_overlaps(replica, mine, {op_seq(o): o for o in ops})
+        new_head = seqs[-1]
+        self._check_overlaps(replica, mine, dict(zip(seqs, ops)))
         self._cas(HEADS, lambda doc: _merge_heads(doc, {replica: new_head}))
         if self._heads is not None:
             self._heads[replica] = max(self._heads.get(replica, 0), new_head)
