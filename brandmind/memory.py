@@ -149,13 +149,14 @@ class Memory:
         self.searcher.invalidate()
         return n
 
-    def receive_ops(self, ops: Iterable[dict], *, now_ms: int | None = None) -> dict:
+    def receive_ops(self, ops: Iterable[dict], *, now_ms: int | None = None, apply: bool = True) -> dict:
         """Store ops pulled from another replica (sync) and apply them: ``{"received",
         "duplicates"}``.  Raises ClockSkew / SyncConflict (nothing of the batch is stored).
-        See brandmind/replication.py."""
+        ``apply=False`` leaves applying to SQLite to a later catch-up (another process's,
+        or this one's next).  See brandmind/replication.py."""
         from .replication import receive_batch
 
-        return receive_batch(self, ops, now_ms=now_ms)
+        return receive_batch(self, ops, now_ms=now_ms, apply=apply)
 
     def _user(self, user: str | None) -> str:
         return validate.name(user if user is not None else self.config.user, what="user")

@@ -306,7 +306,7 @@ def flush_late_nodes(t: "LogTxn") -> None:
             t.redact(o["id"], _redacted(o))
 
 
-def receive_batch(mem: "Memory", ops: Iterable[dict], *, now_ms: int | None = None) -> dict:
+def receive_batch(mem: "Memory", ops: Iterable[dict], *, now_ms: int | None = None, apply: bool = True) -> dict:
     """``Memory.receive_ops``: store the ops (one LMDB transaction: all or nothing), then
     bring the SQLite projection up to date (which embeds pulled memories locally).
 
@@ -337,7 +337,7 @@ def receive_batch(mem: "Memory", ops: Iterable[dict], *, now_ms: int | None = No
         flush_late_nodes(t)
         counters.flush(t)
         fresh = dict(t.fresh.values())
-    if received:
+    if received and apply:
         mem._catch_up(fresh=fresh, vectors=vectors)
     return {"received": received, "duplicates": duplicates}
 

@@ -290,6 +290,8 @@ def main() -> int:
     ap.add_argument("--no-replay", action="store_true", help="skip the bootstrap-by-replay comparison run")
     ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
     ap.add_argument("--json-out", help="also write the JSON summary to this file")
+    ap.add_argument("--dir", help="where the stores and the S3 server's data go (default: /dev/shm, "
+                                  "a tmpfs, when writable: the sync path's own time, not the disk's)")
     args = ap.parse_args()
     q = args.quick
     sizes = {"ops": args.ops or (5_000 if q else 100_000), "memories": args.memories or (5_000 if q else 100_000),
@@ -305,7 +307,8 @@ def main() -> int:
         raise SystemExit(f"bench: {SKIP_REASON}")
     os.environ["BM_EMBEDDER"] = "hash"
     os.environ.pop("BM_HOME", None)
-    work = Path(tempfile.mkdtemp(prefix="bm-bench-sync-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None))
+    base = args.dir or ("/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+    work = Path(tempfile.mkdtemp(prefix="bm-bench-sync-", dir=base))
     server = start_seaweed(work / "s3")
     os.environ.update(server.env())
     env_info = {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),

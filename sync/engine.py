@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator
 
 from brandmind.errors import BMError, SyncConflict
 
+from .applier import MIN_OPS as APPLIER_MIN_OPS, Applier
 from .plan import plan
 
 PUSH_BATCH = 20000   # ops per push call
@@ -149,19 +150,27 @@ def _round(mem: Any, remote: Any, *, push: bool, pull: bool, fault: Callable[[st
                 if sent:
                     report["pushed"][replica] = sent
         if pull and not stop:
-            for replica, after in p.pull.items():
-                counts = {"received": 0, "duplicates": 0}
-                try:
-                    _pull_stream(mem, remote, replica, after, heads[replica], counts, hook)
-                except SyncConflict as exc:
-                    errors.append(_error("pull", exc, replica))
-                    break
-                except BMError as exc:
-                    errors.append(_error("pull", exc, replica))
-                finally:
-                    if counts["received"]:
-                        report["pulled"][replica] = counts["received"]
-                    report["duplicates"] += counts["duplicates"]
+            # a big pull has a helper process apply the ops while the next ones are stored
+            incoming = sum(heads[r] - after for r, after in p.pull.items())
+            helper = Applier(mem) if incoming >= APPLIER_MIN_OPS else None
+            try:
+                for replica, after in p.pull.items():
+                    counts = {"received": 0, "duplicates": 0}
+                    try:
+                        _pull_stream(mem, remote, replica, after, heads[replica], counts, hook, helper)
+                    except SyncConflict as exc:
+                        errors.append(_error("pull", exc, replica))
+                        break
+                    except BMError as exc:
+                        errors.append(_error("pull", exc, replica))
+                    finally:
+                        if counts["received"]:
+                            report["pulled"][replica] = counts["received"]
+                        report["duplicates"] += counts["duplicates"]
+            finally:
+                if helper is not None:
+                    helper.finish()
+                    mem._catch_up()  # whatever the helper did not get to
         report["remote_heads"] = dict(sorted(heads.items()))
     report["version_vector"] = mem.log.version_vector()
 
@@ -207,7 +216,7 @@ def _push_stream(mem: Any, remote: Any, replica: str, after: int, upto: int, hea
 
 
 def _pull_stream(mem: Any, remote: Any, replica: str, after: int, target: int, counts: dict,
-                 hook: Callable[[str], None]) -> None:
+                 hook: Callable[[str], None], helper: Applier | None = None) -> None:
     # the first pull starts one op early: the op both sides hold must be the same op there
     # (else two devices write under one replica id: receive raises SyncConflict)
     overlap = 1 if after > 0 else 0
@@ -217,7 +226,9 @@ def _pull_stream(mem: Any, remote: Any, replica: str, after: int, target: int, c
         if not ops:
             break
         mine = [op for op in ops if str(op.get("id", "")).rpartition(":")[0] == replica]
-        got = mem.receive_ops(mine)
+        got = mem.receive_ops(mine, apply=helper is None)
+        if helper is not None:
+            helper.poke()
         counts["received"] += got["received"]
         counts["duplicates"] += got["duplicates"] + len(ops) - len(mine)
         hook("after_receive")

@@ -1,0 +1,111 @@
+"""A helper process that applies pulled ops to the SQLite projection while the sync round
+goes on storing the next batches in the op log: a big pull uses both cores.
+
+Storing an op (LMDB, ``replication.receive``) and applying it (SQLite rows, FTS5 and
+sqlite-vec inserts, ``replication.catch_up``) are each about half of what a pull costs on
+this side, and both are CPU work under one GIL; in two processes they overlap.  The
+helper is an optimisation only, never needed for correctness:
+
+* it runs the very ``catch_up`` every process runs (the daemon and the CLI already share a
+  store this way): SQLite's write lock and the ``applied`` mark keep two of them from
+  applying an op twice, and each replica's ops still go in sequence order;
+* it never embeds: the round caches every pulled memory's vector in the op log before it
+  commits the ops (``replication.receive_batch``); a missing vector stops the helper and
+  the round applies the rest itself;
+* when the round ends (or fails, or is killed: the helper sees its stdin close) the helper
+  applies what is left and exits; the round then waits for it and runs its own catch-up,
+  which finds nothing left, or everything the helper did not get to.
+
+Protocol: the round writes a line to the helper's stdin after each committed batch; the
+helper catches up once per line and once more at end of input.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+# a round expecting at least this many ops starts a helper (about 0.3 s to start it)
+MIN_OPS = 20_000
+_WAIT_S = 600  # at most this long for the helper to finish (it is then stopped)
+
+
+class Applier:
+    """The round's side: start, ``poke`` after each stored batch, ``finish`` at the end."""
+
+    def __init__(self, mem: Any) -> None:
+        sql = mem.sql
+        self.mem = mem
+        args = [sys.executable, "-m", "brandmind.sync.applier", str(mem.paths.lmdb_dir),
+                str(mem.paths.sqlite_file), sql.model, str(sql.dim)]
+        self.proc: subprocess.Popen | None = subprocess.Popen(
+            args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def poke(self) -> None:
+        """New ops are stored: apply them."""
+        if self.proc is None or self.proc.stdin is None:
+            return
+        try:
+            self.proc.stdin.write(b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):  # it stopped: the round applies the rest itself
+            pass
+
+    def finish(self) -> int | None:
+        """Let it apply what is left and wait for it; its exit status (None: stopped)."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        try:  # (closes its stdin: end of input)
+            _, err = proc.communicate(timeout=_WAIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            return None
+        finally:
+            self.mem.searcher.invalidate()
+        del err  # its failures only mean the round applies more itself
+        return proc.returncode
+
+
+class _Missing(Exception):
+    """A pulled memory's vector is not in the cache: leave the rest to the round."""
+
+
+def main(argv: list[str]) -> int:
+    """``python -m brandmind.sync.applier LMDB_DIR SQLITE_FILE MODEL DIM``"""
+    from pathlib import Path
+
+    from brandmind.bulk import gc_paused
+    from brandmind.oplog import OpLog
+    from brandmind.projection import apply_sql_side
+    from brandmind.replication import catch_up
+    from brandmind.sqlstore import SQLStore
+
+    lmdb_dir, sqlite_file, model, dim = argv[0], argv[1], argv[2], int(argv[3])
+    log = OpLog(Path(lmdb_dir))
+    sql = SQLStore(Path(sqlite_file), model=model, dim=lambda: dim)
+    size = 4 * dim
+
+    def vector_for(text: str) -> bytes:
+        raw = log.cached_vector(model, text)
+        if raw is None or len(raw) != size:
+            raise _Missing(text)
+        return raw
+
+    try:
+        with gc_paused():
+            while True:
+                catch_up(log, sql, vector_for, apply=apply_sql_side)
+                if not sys.stdin.buffer.readline():
+                    catch_up(log, sql, vector_for, apply=apply_sql_side)
+                    return 0
+    except _Missing:
+        return 3
+    finally:
+        sql.close()
+        log.close()
+
+
+if __name__ == "__main__":  # pragma: no cover - run as a process by Applier
+    sys.exit(main(sys.argv[1:]))
