@@ -395,6 +395,8 @@ def catch_up(log: "OpLog", sql: "SQLStore", vector_for: Callable[[str], bytes],
     with sql.write():
         start = sql.applied()
         total = log.last_arrival() - start
+        if total >= 1000:
+            sql.bulk()
         heads = _heads(log, sql, start)
         held = {(r, s) for r, s in c.execute("SELECT replica, seq FROM sync_held")}
         changed: set[str] = set()

@@ -204,9 +204,6 @@ class SQLStore:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
-            # 16 MiB of page cache (the default 2 MiB): a vector chunk of sqlite-vec alone is
-            # 1.5 MiB, so bulk adds (sync pulls, imports) re-read pages without it; filled lazily
-            conn.execute("PRAGMA cache_size=-16384")
             # forgotten text is overwritten in the file, not just unlinked from the b-tree
             conn.execute("PRAGMA secure_delete=ON")
             self.conn = conn
@@ -267,6 +264,12 @@ class SQLStore:
 
     def set_meta(self, key: str, value: str) -> None:
         self.conn.execute("INSERT OR REPLACE INTO meta VALUES(?,?)", (key, value))
+
+    def bulk(self) -> None:
+        """Many rows are about to be added (a pull, a rebuild): 16 MiB of page cache for the
+        rest of this connection (2 MiB by default; one sqlite-vec chunk alone is 1.5 MiB, so
+        bulk adds kept re-reading pages), instead of for every short-lived command."""
+        self.conn.execute("PRAGMA cache_size=-16384")
 
     def applied(self) -> int:
         return int(self.get_meta("applied") or 0)
