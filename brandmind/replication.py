@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from . import clock
 from .errors import ClockSkew, InvalidInput, SyncConflict
-from .oplog import _u64, dumps, loads
+from .oplog import _u64, dumps, loads, text_key
 from .projection import apply_log_side, hlc_key
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -345,8 +345,6 @@ def receive_batch(mem: "Memory", ops: Iterable[dict], *, now_ms: int | None = No
 def _embed_ahead(mem: "Memory", ops: list[dict], batch: int = 256) -> dict[str, bytes]:
     """The vectors (this device's model) of pulled memories' texts that the vector cache
     lacks, made in batches before any lock is taken: text -> float32 bytes."""
-    from .oplog import text_key
-
     model = mem.sql.model
     texts = list(dict.fromkeys(
         op["payload"]["text"] for op in ops

@@ -36,10 +36,14 @@ class Applier:
     def __init__(self, mem: Any) -> None:
         sql = mem.sql
         self.mem = mem
+        self.failure: str | None = None  # why it stopped early, if it did (its last stderr line)
         args = [sys.executable, "-m", "brandmind.sync.applier", str(mem.paths.lmdb_dir),
                 str(mem.paths.sqlite_file), sql.model, str(sql.dim)]
-        self.proc: subprocess.Popen | None = subprocess.Popen(
-            args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            self.proc: subprocess.Popen | None = subprocess.Popen(
+                args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        except OSError as exc:  # no process to be had: the round applies everything itself
+            self.proc, self.failure = None, f"could not start: {exc}"
 
     def poke(self) -> None:
         """New ops are stored: apply them."""
@@ -52,7 +56,7 @@ class Applier:
             pass
 
     def finish(self) -> int | None:
-        """Let it apply what is left and wait for it; its exit status (None: stopped)."""
+        """Let it apply what is left and wait for it; its exit status (None: not run or stopped)."""
         proc, self.proc = self.proc, None
         if proc is None:
             return None
@@ -61,10 +65,13 @@ class Applier:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
+            self.failure = f"stopped after {_WAIT_S} s"
             return None
         finally:
             self.mem.searcher.invalidate()
-        del err  # its failures only mean the round applies more itself
+        if proc.returncode:
+            lines = (err or b"").decode(errors="replace").strip().splitlines()
+            self.failure = lines[-1] if lines else f"exit status {proc.returncode}"
         return proc.returncode
 
 
@@ -101,6 +108,7 @@ def main(argv: list[str]) -> int:
                     catch_up(log, sql, vector_for, apply=apply_sql_side)
                     return 0
     except _Missing:
+        print("a pulled memory's vector is not in the cache", file=sys.stderr)
         return 3
     finally:
         sql.close()

@@ -98,7 +98,8 @@ def sync_once(mem: Any, remote: Any, *, push: bool = True, pull: bool = True,
               fault: Callable[[str], None] | None = None) -> dict:
     """Push and/or pull once.  Returns ``{"remote", "pushed": {replica: n}, "pulled":
     {replica: n}, "duplicates", "version_vector", "remote_heads", "harvested"? (mirrors:
-    ``{"imported", "retired", ...}``), "errors": [{"stage",
+    ``{"imported", "retired", ...}``), "applier"? (why a big pull's helper process stopped
+    early: the round applied the rest itself), "errors": [{"stage",
     "message", "hint", "error", "replica"?}]}``.  Remote and merge errors (BMError) are
     reported, not raised; a SyncConflict ends the round.  ``fault(point)`` is called at
     "before_push", "after_push", "before_watermark" and "after_receive" (tests raise there
@@ -171,6 +172,8 @@ def _round(mem: Any, remote: Any, *, push: bool, pull: bool, fault: Callable[[st
                 if helper is not None:
                     helper.finish()
                     mem._catch_up()  # whatever the helper did not get to
+                    if helper.failure:  # not an error: only slower
+                        report["applier"] = helper.failure
         report["remote_heads"] = dict(sorted(heads.items()))
     report["version_vector"] = mem.log.version_vector()
 
