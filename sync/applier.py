@@ -25,7 +25,7 @@ import subprocess
 import sys
 from typing import Any
 
-# a round expecting at least this many ops starts a helper (about 0.3 s to start it)
+# a round expecting at least this many ops starts a helper (its imports alone take ~0.15 s)
 MIN_OPS = 20_000
 _WAIT_S = 600  # at most this long for the helper to finish (it is then stopped)
 
