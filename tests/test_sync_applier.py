@@ -60,36 +60,44 @@ def hub_with(a: Memory, b: Memory) -> MemoryRemote:
     return remote
 
 
+def record_helpers(monkeypatch, executable: str | None = None) -> list:
+    """Every pull from here on starts a helper (run with ``executable`` if given); returns
+    the list each helper's exit status is appended to as its round finishes with it."""
+    codes: list = []
+
+    class Recording(applier.Applier):
+        def __init__(self, mem):
+            with monkeypatch.context() as m:
+                if executable:
+                    m.setattr(sys, "executable", executable)
+                super().__init__(mem)
+
+        def finish(self):
+            codes.append(super().finish())
+            return codes[-1]
+
+    monkeypatch.setattr(engine, "Applier", Recording)
+    monkeypatch.setattr(engine, "APPLIER_MIN_OPS", 1)
+    return codes
+
+
 def test_a_pull_applied_by_the_helper_gives_the_same_store(stores, monkeypatch):
     a, b, c, d = stores["a"], stores["b"], stores["c"], stores["d"]
     fill(a, b)
     remote = hub_with(a, b)
-    started = []
-    real = applier.Applier
-
-    class Counting(real):
-        def __init__(self, mem):
-            super().__init__(mem)
-            started.append(self.proc.pid)
-
-        def finish(self):
-            code = super().finish()
-            assert code == 0  # it applied everything itself
-            return code
-
-    monkeypatch.setattr(engine, "Applier", Counting)
-    monkeypatch.setattr(engine, "APPLIER_MIN_OPS", 1)
+    codes = record_helpers(monkeypatch)
     monkeypatch.setattr(engine, "PULL_BATCH", 37)  # many batches: the helper runs behind the round
     pull_all(c, remote)
-    assert len(started) == 1
+    assert codes == [0]  # one helper, and it applied everything itself
     monkeypatch.setattr(engine, "APPLIER_MIN_OPS", 10**9)
     pull_all(d, remote)
+    assert codes == [0]  # no helper for the in-round pull
     a.receive_ops(b.log.ops_of(b.log.replica, 0))
     expected = list(export_lines(a))
     assert list(export_lines(c)) == expected
     assert list(export_lines(d)) == expected
     assert c.sql.applied() == c.log.last_arrival()
-    # and what recall sees is the new state (the round's searcher was told)
+    # and recall in the round's process sees the pulled state
     assert [m["text"] for m in c.recall("where does Ann live", user="ann", k=3)][:1] == \
            [m["text"] for m in d.recall("where does Ann live", user="ann", k=3)][:1]
     c.rebuild()
@@ -103,25 +111,10 @@ def test_the_round_applies_what_the_helper_did_not(stores, monkeypatch, how):
     a, b, c = stores["a"], stores["b"], stores["c"]
     fill(a, b)
     remote = hub_with(a, b)
-    codes = []
-    real = applier.Applier
-
-    class Broken(real):
-        def __init__(self, mem):
-            with monkeypatch.context() as m:
-                if how == "dies":
-                    m.setattr(sys, "executable", "/bin/false")  # exits 1 at once
-                super().__init__(mem)
-
-        def finish(self):
-            codes.append(super().finish())
-            return codes[-1]
-
+    codes = record_helpers(monkeypatch, "/bin/false" if how == "dies" else None)  # /bin/false exits 1 at once
     if how == "no vectors":
         # the round caches nothing: every memory's vector is missing for the helper
         monkeypatch.setattr("brandmind.replication._embed_ahead", lambda mem, ops: {})
-    monkeypatch.setattr(engine, "Applier", Broken)
-    monkeypatch.setattr(engine, "APPLIER_MIN_OPS", 1)
     monkeypatch.setattr(engine, "PULL_BATCH", 50)
     report = pull_all(c, remote)
     assert codes and codes[0] == (1 if how == "dies" else 3)
