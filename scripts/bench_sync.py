@@ -99,6 +99,23 @@ def sync(mem, rem, *, push: bool, pull: bool) -> dict:
     return report
 
 
+def timed_sync(mem, rem, *, push: bool, pull: bool) -> tuple[float, dict]:
+    """One round with ``rem``: (seconds, report)."""
+    t0 = time.perf_counter()
+    report = sync(mem, rem, push=push, pull=pull)
+    return time.perf_counter() - t0, report
+
+
+def new_device(src: Path, dst: Path, server, bucket: str, name: str) -> Path:
+    """An empty store at ``dst`` with ``src``'s sync key and the remote ``name`` on ``bucket``."""
+    from brandmind.memory import Memory
+
+    Memory(dst, create=True).close()
+    share_key(src, dst)
+    add_remote(dst, server, bucket, name)
+    return dst
+
+
 # ----------------------------------------------------------------------------- sections
 def bench_pushpull(server, work: Path, n_ops: int, repeats: int) -> dict:
     from brandmind.memory import Memory
@@ -113,20 +130,11 @@ def bench_pushpull(server, work: Path, n_ops: int, repeats: int) -> dict:
         name = f"bench{rep}"
         add_remote(src, server, bucket, name)
         with Memory(src) as mem:
-            rem = open_remote(mem, name)
-            t0 = time.perf_counter()
-            report = sync(mem, rem, push=True, pull=False)
-            push = time.perf_counter() - t0
+            push, report = timed_sync(mem, open_remote(mem, name), push=True, pull=False)
         pushed = sum(report["pushed"].values())
-        dst = work / f"pushpull-dst{rep}"
-        Memory(dst, create=True).close()
-        share_key(src, dst)
-        add_remote(dst, server, bucket, name)
+        dst = new_device(src, work / f"pushpull-dst{rep}", server, bucket, name)
         with Memory(dst) as mem:
-            rem = open_remote(mem, name)
-            t0 = time.perf_counter()
-            report = sync(mem, rem, push=False, pull=True)
-            pull = time.perf_counter() - t0
+            pull, report = timed_sync(mem, open_remote(mem, name), push=False, pull=True)
             got = mem.log.count("ops")
         pulled = sum(report["pulled"].values())
         if pushed != info["ops"] or pulled != info["ops"] or got != info["ops"]:
@@ -149,31 +157,17 @@ def bench_bootstrap(server, work: Path, memories: int, repeats: int, replay_too:
     log(f"[bootstrap] built in {info['build_s']:.1f} s: {info['ops']:,} ops, {info['memories']:,} memories")
     bucket = server.new_bucket("bootstrap")
     add_remote(src, server, bucket, "origin")
-    try:
-        from brandmind.sync import snapshot
-    except ImportError:
-        snapshot = None
+    from brandmind.sync import snapshot
+
     with Memory(src) as mem:
         rem = open_remote(mem, "origin")
+        push_s, _ = timed_sync(mem, rem, push=True, pull=False)
         t0 = time.perf_counter()
-        sync(mem, rem, push=True, pull=False)
-        push_s = time.perf_counter() - t0
-        snap_s = None
-        if snapshot is not None:
-            make = getattr(snapshot, "create", None) or getattr(snapshot, "make_snapshot", None) \
-                or getattr(snapshot, "publish", None)
-            if make is None:
-                log("[bootstrap] sync/snapshot.py has no create(); measuring the replay instead")
-                snapshot = None
-            else:
-                t0 = time.perf_counter()
-                make(mem, rem)
-                snap_s = time.perf_counter() - t0
-    def new_device(rep: int, use_snapshot: bool) -> float:
-        dst = work / f"bootstrap-dst{rep}"
-        Memory(dst, create=True).close()
-        share_key(src, dst)
-        add_remote(dst, server, bucket, "origin")
+        snapshot.create(mem, rem)
+        snap_s = time.perf_counter() - t0
+
+    def to_new_device(rep: int, use_snapshot: bool) -> float:
+        dst = new_device(src, work / f"bootstrap-dst{rep}", server, bucket, "origin")
         with Memory(dst) as mem:
             rem = open_remote(mem, "origin")
             t0 = time.perf_counter()
@@ -189,12 +183,11 @@ def bench_bootstrap(server, work: Path, memories: int, repeats: int, replay_too:
         shutil.rmtree(dst, ignore_errors=True)
         return took
 
-    mode = "snapshot" if snapshot is not None else "replay of every op"
-    times = [new_device(rep, snapshot is not None) for rep in range(repeats)]
+    times = [to_new_device(rep, True) for rep in range(repeats)]
     replay = None
-    if snapshot is not None and replay_too:  # for comparison: the same without the snapshot, once
-        replay = new_device(repeats, False)
-    return {"memories": info["memories"], "ops": info["ops"], "mode": mode, "seconds": stats(times),
+    if replay_too:  # for comparison: the same without the snapshot, once
+        replay = to_new_device(repeats, False)
+    return {"memories": info["memories"], "ops": info["ops"], "mode": "snapshot", "seconds": stats(times),
             "replay_s": replay, "push_s": push_s, "snapshot_s": snap_s, "build_s": info["build_s"]}
 
 
