@@ -300,6 +300,8 @@ def main() -> int:
         raise SystemExit(f"bench: {SKIP_REASON}")
     os.environ["BM_EMBEDDER"] = "hash"
     os.environ.pop("BM_HOME", None)
+    if args.dir and not (os.path.isdir(args.dir) and os.access(args.dir, os.W_OK)):
+        ap.error(f"--dir {args.dir}: not a writable directory")
     base = args.dir or ("/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
     work = Path(tempfile.mkdtemp(prefix="bm-bench-sync-", dir=base))
     server = start_seaweed(work / "s3")
