@@ -68,14 +68,21 @@ def message_from_obj(obj: Any, where: str) -> dict:
             "thread": thread, "meta": meta}
 
 
-def message_key(user: str, msg: dict) -> str:
-    """What makes a message 'seen before': its id, else thread + ts + speaker + content."""
+def message_key(user: str, msg: dict) -> str | None:
+    """What makes a message provably the one stored before, or None when nothing does.
+
+    Its ``id`` (within its thread); else an explicit ``ts`` together with thread, role,
+    speaker and content.  A message with neither is always new: in a live agent loop a
+    second "yes" (or an assistant repeating the user's words) is a new turn, not a copy."""
     if msg.get("id") is not None:
         return f"{user}\x1fid\x1f{msg['thread'] or ''}\x1f{msg['id']}"
+    if msg.get("ts") is None:
+        return None
     digest = hashlib.sha256("\x1f".join([
-        msg.get("thread") or "", str(msg.get("ts")), msg.get("speaker") or "", msg["content"],
+        msg.get("thread") or "", str(msg["ts"]), msg.get("role") or "", msg.get("speaker") or "",
+        msg["content"],
     ]).encode()).hexdigest()
-    return f"{user}\x1fh\x1f{digest}"
+    return f"{user}\x1fts\x1f{digest}"
 
 
 def read_messages(lines: Iterable[str | bytes | dict], report: dict, *, skip_bad: bool,

@@ -687,8 +687,8 @@ class Memory:
                extract: bool = False, dry_run: bool = False, agent: str | None = None) -> dict:
         """Store each JSONL message as a bead plus a raw-turn memory indexed for recall.
 
-        Messages seen before (by id, else by thread+ts+speaker+content) are not stored
-        again.  A bad line stops the ingest with its line number, after committing the
+        Messages provably seen before (by id, else by an explicit ts with thread, role,
+        speaker and content) are not stored again; a message with neither is always new.  A bad line stops the ingest with its line number, after committing the
         lines before it (``skip_bad`` reports it and goes on).  Every batch is one
         op-log transaction and one SQLite transaction: nothing is ever half-stored.
 
@@ -741,9 +741,9 @@ class Memory:
         fresh, keys = [], set()
         with self.log.read() as txn:
             for msg in batch:
-                key = message_key(user, msg)
-                known = txn.get(key.encode(), db=self.log.db["bead_keys"])
-                if key in keys or known:
+                key = message_key(user, msg)  # None: nothing proves it was seen, so it is new
+                known = key is not None and txn.get(key.encode(), db=self.log.db["bead_keys"])
+                if key is not None and (key in keys or known):
                     report["duplicates"] += 1
                     if known and "_beads" in report:
                         report["_beads"].append(bytes(known).decode())
@@ -762,7 +762,7 @@ class Memory:
         with self.log.write() as t:
             stored = 0
             for (key, msg), text, vec in zip(fresh, texts, vecs):
-                if t.bead_for_key(key):  # another process stored it meanwhile
+                if key is not None and t.bead_for_key(key):  # another process stored it meanwhile
                     report["duplicates"] += 1
                     if "_beads" in report:
                         report["_beads"].append(t.bead_for_key(key))

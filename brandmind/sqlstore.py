@@ -96,6 +96,10 @@ MIGRATIONS: list[tuple[str, Any]] = [
     # memory / graph edge became, per remote.  Device-local (not from the op log): kept by
     # `bm rebuild` (copy_device_local), lost with a deleted index (re-sends are upserts)
     ("0010_remote_map", lambda dim: list(REMOTE_MAP_SCHEMA)),
+    # a forgotten memory's words leave the keyword index at once (FTS5 removes them from
+    # its segments instead of adding a delete marker; secure_delete zeroes the freed pages)
+    ("0011_fts_secure_delete", lambda dim: [
+        "INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 1)"]),
 ]
 
 REMOTE_MAP_SCHEMA = (

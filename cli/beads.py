@@ -21,7 +21,8 @@ def ingest(
     """Store a conversation: each message becomes a bead and a recallable raw-turn memory.
 
     One message per line: {"id"?, "role", "speaker"?, "content", "ts"?, "thread"?, "meta"?}.
-    Re-running is safe: messages seen before are not stored twice.
+    Re-running is safe for lines with an "id" or a "ts": those are stored once. A line
+    with neither is always a new turn (a second "yes" in a live loop is kept).
 
     cat chat.jsonl | bm ingest - --user ann
 

@@ -211,8 +211,8 @@ def dry_run_ingest(mem: Any, lines: Iterable[Any], *, user: str, skip_bad: bool,
     with mem.log.read() as txn:
         for msg in read_messages(lines, report, skip_bad=skip_bad, on_bad=refuse):
             key = message_key(user, msg)
-            stored = txn.get(key.encode(), db=mem.log.db["bead_keys"])
-            if key in seen or stored:
+            stored = key is not None and txn.get(key.encode(), db=mem.log.db["bead_keys"])
+            if key is not None and (key in seen or stored):
                 report["duplicates"] += 1
                 if stored:
                     known.append(stored.decode())
