@@ -117,6 +117,7 @@ def recall(
         if helpers:
             from brandmind.sync.assist import assisted_recall
 
+            mem.embedder  # noqa: B018 - loaded once here, not by both the recall and a remote's thread at once
             results, reports = assisted_recall(local, helpers, text, user=mem._user(user), k=k or 10, forced=remote)
             for rep in reports:
                 if rep["status"] != "ok":

@@ -38,7 +38,12 @@ Layout (FalkorDB: ``group_id`` selects a separate graph, one per bm user)::
   reranked: the ``EDGE_HYBRID_SEARCH_RRF`` / ``NODE_HYBRID_SEARCH_RRF`` recipes) on the
   user's graph with the query embedded by bm's ``embed``; only current facts
   (``expired_at`` unset); nodes only when they have a summary (bm's own nodes are bare
-  names: their facts are the edges).  ``timeout`` bounds the whole call.
+  names: their facts are the edges).  ``timeout`` bounds the whole call.  It sends
+  graphiti's own queries over a plain socket (sync/falkor_search.py, its connection kept
+  for the next call) instead of importing graphiti-core, falkordb and redis, which take
+  longer to import than a cold ``bm recall --remote`` may wait; ``search_graphiti`` is the
+  same search through graphiti-core (the reference tests/test_remote_cold.py compares).
+  Writes (the push) stay on graphiti-core's save path.
 * Async: graphiti and the falkordb client are asyncio; each sink runs ONE private event loop
   in a daemon thread for its whole life and every public method submits a coroutine to it
   and waits (``asyncio.run_coroutine_threadsafe``).  This keeps one connection pool (an
@@ -55,10 +60,7 @@ Layout (FalkorDB: ``group_id`` selects a separate graph, one per bm user)::
 """
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import hashlib
-import logging
 import os
 import random
 import re
@@ -87,6 +89,8 @@ def _graphiti_env() -> None:
     """Before anything of graphiti is imported: no telemetry, and graphiti's error logs (which
     print whole queries with their parameters) never reach a terminal through Python's
     last-resort handler (an application that configures logging still gets them)."""
+    import logging
+
     os.environ["GRAPHITI_TELEMETRY_ENABLED"] = "false"
     log = logging.getLogger("graphiti_core")
     if not any(isinstance(h, logging.NullHandler) for h in log.handlers):
@@ -148,15 +152,22 @@ class _Loop:
     """One private asyncio loop in a daemon thread."""
 
     def __init__(self, name: str) -> None:
+        import asyncio
+
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._run, name=f"bm-graphiti-{name}", daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
+        import asyncio
+
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
     def run(self, coro: Any, timeout: float) -> Any:
+        import asyncio
+        import concurrent.futures
+
         if threading.current_thread() is self.thread:
             coro.close()
             raise BMError("GraphitiSink was called from its own event loop", hint="this is a bug in bm")
@@ -216,6 +227,7 @@ class GraphitiSink:
         self._client: Any = None
         self._drivers: dict[str, Any] = {}
         self._indexed: set[str] = set()
+        self._idle: list[Any] = []     # direct search connections (sync/falkor_search.py)
 
     # -- naming -------------------------------------------------------------------------------
     def group_id(self, user: str) -> str:
@@ -281,6 +293,8 @@ class GraphitiSink:
     def _call(self, what: str, make: Callable[[], Any], *, deadline: float | None = None) -> Any:
         """Run the coroutine ``make()`` builds on the sink's loop, retrying transient errors,
         all tries within ``deadline`` (default: ``timeout`` from now)."""
+        import asyncio
+
         import redis.exceptions as rx
 
         delay = _BACKOFF
@@ -302,18 +316,10 @@ class GraphitiSink:
             except (rx.ConnectionError, rx.TimeoutError, asyncio.TimeoutError, TimeoutError, OSError) as exc:
                 last = exc
             except rx.ResponseError as exc:
-                text = str(exc)
-                if text.startswith(("NOAUTH", "WRONGPASS")) or "invalid username-password" in text:
-                    raise self._auth_error(exc) from None
-                if text.startswith(("LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN")):
-                    last = exc
-                elif "unknown command" in text.lower() and "graph." in text.lower():
-                    raise ConfigError(f"{self.where} is a Redis server without the FalkorDB module",
-                                      hint="point the remote at a FalkorDB server (redis-server "
-                                           "--loadmodule falkordb.so)") from None
-                else:
-                    raise BMError(f"{self.where}: {what} failed: {text}",
-                                  hint="check the server's log; `bm remote test` checks the connection") from None
+                error = self._reply_error(what, str(exc))
+                if isinstance(error, BMError):
+                    raise error from None
+                last = exc
             except Exception as exc:  # graphiti / pydantic / anything else: one clean error, no traceback
                 raise BMError(f"{self.where}: {what} failed ({type(exc).__name__}: {exc})",
                               hint="check the server's log; `bm remote test` checks the connection") from None
@@ -353,6 +359,10 @@ class GraphitiSink:
         with self._lock:
             client, loop = self._client, self._loop
             self._client, self._loop = None, None
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+        with self._lock:
             self._drivers.clear()
             self._indexed.clear()
         if loop is not None:
@@ -507,7 +517,89 @@ class GraphitiSink:
 
     def search(self, user: str, query: str, limit: int = 10, timeout: float = 0.7) -> list:
         """graphiti's hybrid search (BM25 + cosine, RRF) over the user's current facts and
-        summarised nodes; at most ``limit`` hits, best first; RemoteDown after ``timeout``."""
+        summarised nodes; at most ``limit`` hits, best first; RemoteDown after ``timeout``.
+        Spoken to FalkorDB directly (sync/falkor_search.py: no graphiti-core, falkordb or redis
+        import, so a cold ``bm recall --remote`` fits its budget); the same queries and fusion
+        as :meth:`search_graphiti`."""
+        from . import falkor_search as fs
+        from .mirror import RemoteHit
+
+        deadline = time.monotonic() + float(timeout)
+        if not query or not query.strip() or limit <= 0:
+            return []
+        group = self.group_id(user)
+        edges, nodes = self._direct(f"searching {group}", deadline, lambda conn: fs.hybrid_search(
+            conn, group, query, lambda: self._embed(query), limit, deadline))
+        hits = [RemoteHit(uuid=e["uuid"], text=e["fact"] or "", score=s, kind="edge", valid_at=_iso(e["valid_at"]),
+                          invalid_at=_iso(e["invalid_at"]), local_id=e["bm_id"] or None) for e, s in edges]
+        hits += [RemoteHit(uuid=n["uuid"], text=f"{n['name']}: {n['summary']}", score=s, kind="node",
+                           valid_at=None, invalid_at=None, local_id=None)
+                 for n, s in nodes if (n["summary"] or "").strip()]
+        hits.sort(key=lambda h: -h.score)
+        return hits[:limit]
+
+    def _direct(self, what: str, deadline: float, run: Callable[[Any], Any]) -> Any:
+        """``run(conn)`` on a direct RESP connection (sync/falkor_search.py), kept for the next
+        call when it ends cleanly; connection errors and timeouts retried within ``deadline``
+        (reads only), then RemoteDown; error replies classified as :meth:`_call` does."""
+        from .falkor_search import Conn, RespError
+
+        delay, last = _BACKOFF, None
+        for attempt in range(self.tries):
+            if deadline - time.monotonic() <= 0:
+                break
+            conn = None
+            try:
+                with self._lock:
+                    conn = self._idle.pop() if self._idle else None
+                if conn is None:
+                    conn = Conn(self.host, self.port, min(self.connect_timeout, deadline - time.monotonic()))
+                    password = self._password()
+                    if password is not None:
+                        auth = (self.username, password) if self.username else (password,)
+                        conn.command("AUTH", *auth, deadline=deadline)
+                result = run(conn)
+                with self._lock:
+                    self._idle.append(conn)
+                return result
+            except RespError as exc:
+                if conn is not None:
+                    conn.close()
+                last = self._reply_error(what, str(exc))
+                if isinstance(last, BMError):
+                    raise last from None
+            except BMError:
+                if conn is not None:
+                    conn.close()
+                raise
+            except (OSError, TimeoutError, ConnectionError) as exc:  # socket.timeout is an OSError
+                if conn is not None:
+                    conn.close()
+                last = exc
+            if attempt + 1 < self.tries:
+                time.sleep(min(random.uniform(0, delay), max(0.0, deadline - time.monotonic())))
+                delay = min(delay * 2, _BACKOFF_MAX)
+        kind = "timed out" if isinstance(last, TimeoutError) or last is None else f"failed ({type(last).__name__}: {last})"
+        raise RemoteDown(f"{self.where}: {what} {kind}",
+                         hint="is the server running and reachable? the next sync retries (nothing is lost)")
+
+    def _reply_error(self, what: str, text: str) -> Exception:
+        """An error reply as the error to raise (BMError) or to retry (RuntimeError)."""
+        if text.startswith(("NOAUTH", "WRONGPASS")) or "invalid username-password" in text:
+            return self._auth_error(RuntimeError(text))
+        if text.startswith(("LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN")):
+            return RuntimeError(text)
+        if "unknown command" in text.lower() and "graph." in text.lower():
+            return ConfigError(f"{self.where} is a Redis server without the FalkorDB module",
+                               hint="point the remote at a FalkorDB server (redis-server "
+                                    "--loadmodule falkordb.so)")
+        return BMError(f"{self.where}: {what} failed: {text}",
+                       hint="check the server's log; `bm remote test` checks the connection")
+
+    def search_graphiti(self, user: str, query: str, limit: int = 10, timeout: float = 0.7) -> list:
+        """The same search as :meth:`search`, through graphiti-core's own ``search`` (the
+        reference the direct search is checked against; a warm process only: importing
+        graphiti-core takes longer than the recall budget)."""
         from .mirror import RemoteHit
 
         deadline = time.monotonic() + float(timeout)
@@ -517,6 +609,8 @@ class GraphitiSink:
         vector = [float(x) for x in self._embed(query)]
 
         async def run() -> Any:
+            import asyncio
+
             _graphiti_env()
             from graphiti_core.search.search import search
             from graphiti_core.search.search_config import (EdgeReranker, EdgeSearchConfig, EdgeSearchMethod,
