@@ -36,7 +36,41 @@ class HLC(NamedTuple):
 
 
 def now_millis() -> int:
-    return time.time_ns() // 1_000_000
+    return time.time_ns() // 1_000_000 + _TEST_SHIFT_MS
+
+
+def _test_shift() -> int:
+    # TEST ONLY: BM_TEST_CLOCK_SHIFT_MS moves this process's clock (the end-to-end tests of a
+    # device with a wrong clock run `bm` with it); never set it for real use
+    try:
+        return int(os.environ.get("BM_TEST_CLOCK_SHIFT_MS") or 0)
+    except ValueError:
+        return 0
+
+
+_TEST_SHIFT_MS = _test_shift()
+
+
+# what to do about a device clock that is wrong (sync: the S3 server's Date disagrees)
+CLOCK_HINT = ("fix this device's system clock (e.g. `sudo timedatectl set-ntp true`), then `bm sync now`; "
+              "nothing is lost: its ops stay in the local log until then")
+
+
+def span(ms: int | float) -> str:
+    """A duration for people: ``850 ms``, ``42 s``, ``1h02m``, ``3d04h``, ``10.0 years``."""
+    ms = abs(int(ms))
+    if ms < 1000:
+        return f"{ms} ms"
+    s = ms // 1000
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 2 * 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    if s < 365 * 86400:
+        return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+    return f"{s / (365.25 * 86400):.1f} years"
 
 
 _last_id: list[int] = [-1, 0]  # (ms, random part) of the last id made in this process

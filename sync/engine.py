@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from brandmind.errors import BMError, SyncConflict
+from brandmind.replication import held_summary, held_top
 
 from .applier import MIN_OPS as APPLIER_MIN_OPS, Applier
 from .plan import plan
@@ -120,6 +121,14 @@ def _round(mem: Any, remote: Any, *, push: bool, pull: bool, fault: Callable[[st
         if fault is not None:
             fault(point)
 
+    if pull:  # held ops that came within the window since the last round go in first
+        try:
+            released = mem.receive_ops([]).get("released", 0)
+        except BMError as exc:
+            errors.append(_error("release", exc))
+        else:
+            if released:
+                report["released"] = released
     harvest = getattr(remote, "harvest", None)
     if pull and harvest is not None:
         # a mirror (Zep, Graphiti) has no op streams: its pull brings back the facts it made
@@ -137,8 +146,15 @@ def _round(mem: Any, remote: Any, *, push: bool, pull: bool, fault: Callable[[st
         own = mem.log.replica
         p = plan(mem.log.version_vector(), heads, own, push_others=bool(remote.accepts_pushes_for_others))
         stop = False
+        limit = _clock_check(mem, remote, report)
         if push:
             for replica, (after, upto) in p.push.items():
+                if limit is not None and replica == own:  # this device's clock runs ahead
+                    ok_upto = _stamped_by(mem, own, after, upto, limit)
+                    report["clock"]["not_pushed"] = upto - ok_upto
+                    if ok_upto <= after:
+                        continue
+                    upto = ok_upto
                 try:
                     sent = _push_stream(mem, remote, replica, after, upto, heads, hook)
                 except SyncConflict as exc:
@@ -175,7 +191,15 @@ def _round(mem: Any, remote: Any, *, push: bool, pull: bool, fault: Callable[[st
                     if helper.failure:  # not an error: only slower
                         report["applier"] = helper.failure
         report["remote_heads"] = dict(sorted(heads.items()))
+        clock_error = report.get("clock", {}).get("error")
+        if clock_error:
+            if report["clock"].get("not_pushed"):
+                clock_error["message"] += f" ({report['clock']['not_pushed']} op(s) kept here)"
+            errors.insert(0, clock_error)  # the cause of what follows: named first
     report["version_vector"] = mem.log.version_vector()
+    held = held_summary(mem.log)
+    if held:
+        report["held"] = held
 
     def record(st: dict) -> None:
         now = _iso_now()
@@ -183,6 +207,8 @@ def _round(mem: Any, remote: Any, *, push: bool, pull: bool, fault: Callable[[st
             st["remote_heads"] = report["remote_heads"]
             st["accepts_pushes_for_others"] = bool(remote.accepts_pushes_for_others)
         st["last_attempt"] = now
+        if "clock" in report:
+            st["clock"] = {"at": now, "offset_ms": report["clock"]["offset_ms"]}
         if errors:
             st["last_error"] = {"at": now, **errors[0]}
         else:
@@ -191,6 +217,48 @@ def _round(mem: Any, remote: Any, *, push: bool, pull: bool, fault: Callable[[st
 
     _update_state(mem, name, record)
     return report
+
+
+def _clock_check(mem: Any, remote: Any, report: dict) -> int | None:
+    """This device's clock against the remote's (S3: the ``Date`` of its answers).  Beyond
+    ``sync_max_skew_ms`` ahead, the ops it stamps would be held by every other device: the
+    round pushes none stamped past the server's time plus the window (returned: the limit);
+    beyond it behind, the others' ops look stamped in the future here and are held.  Either
+    is an error of the round (``report["clock"]["error"]``), naming the fix."""
+    from brandmind.clock import CLOCK_HINT, now_millis, span
+    from brandmind.errors import ClockSkew
+
+    offset_of = getattr(remote, "clock_offset_ms", None)
+    offset = offset_of() if offset_of is not None else None
+    if offset is None:
+        return None
+    window = int(mem.config.sync_max_skew_ms)
+    info = report["clock"] = {"offset_ms": int(offset), "window_ms": window}
+    if abs(offset) <= window:
+        return None
+    if offset > 0:
+        what = (f"this device's clock is {span(offset)} ahead of the S3 server's (remote {remote.name!r}); "
+                "ops it stamps now would be held by the other devices, so the ones stamped ahead are "
+                "not pushed")
+    else:
+        what = (f"this device's clock is {span(offset)} behind the S3 server's (remote {remote.name!r}); "
+                "the other devices' ops look stamped in the future here and are held (`bm sync status`)")
+    info["error"] = _error("clock", ClockSkew(what, hint=CLOCK_HINT))
+    return now_millis() - offset + window if offset > 0 else None
+
+
+def _stamped_by(mem: Any, replica: str, after: int, upto: int, limit: int) -> int:
+    """The highest seq up to ``upto`` such that no op of ``replica`` after ``after`` up to it
+    is stamped past ``limit`` (ms)."""
+    while after < upto:
+        ops = mem.log.ops_of(replica, after, min(PUSH_BATCH, upto - after))
+        if not ops:
+            break
+        for op in ops:
+            if int(op["hlc"][0]) > limit:
+                return after
+            after += 1
+    return after
 
 
 def _push_stream(mem: Any, remote: Any, replica: str, after: int, upto: int, heads: dict,
@@ -220,6 +288,8 @@ def _push_stream(mem: Any, remote: Any, replica: str, after: int, upto: int, hea
 
 def _pull_stream(mem: Any, remote: Any, replica: str, after: int, target: int, counts: dict,
                  hook: Callable[[str], None], helper: Applier | None = None) -> None:
+    # ops held here (stamped too far ahead: brandmind/replication.py) are not fetched again
+    after = held_top(mem.log, replica, after)
     # the first pull starts one op early: the op both sides hold must be the same op there
     # (else two devices write under one replica id: receive raises SyncConflict)
     overlap = 1 if after > 0 else 0
@@ -235,7 +305,7 @@ def _pull_stream(mem: Any, remote: Any, replica: str, after: int, target: int, c
         counts["received"] += got["received"]
         counts["duplicates"] += got["duplicates"] + len(ops) - len(mine)
         hook("after_receive")
-        head = mem.log.version_vector().get(replica, 0)
+        head = held_top(mem.log, replica, mem.log.version_vector().get(replica, 0))
 
         def mark(st: dict, h: int = head) -> None:
             marks = st.setdefault("watermarks", {}).setdefault("pulled", {})
@@ -251,7 +321,9 @@ def _pull_stream(mem: Any, remote: Any, replica: str, after: int, target: int, c
 def sync_status(mem: Any, remote: Any | None = None) -> dict:
     """``{"replica", "ops", "version_vector", "remotes": {name: {"pending": {replica: n},
     "pending_total", "incoming", "remote_heads", "watermarks", "last_success",
-    "last_error", "checked": "live"|"recorded"}}}``.  Without ``remote`` it reads only this
+    "last_error", "checked": "live"|"recorded", "clock"?}}, "held": [{"replica", "ops",
+    "first_seq", "last_seq", "ahead_ms", "ahead", ...}]}`` (held: ops set aside, stamped too
+    far ahead of this device's clock; brandmind/replication.py).  Without ``remote`` it reads only this
     device's records (no network); with one it asks that remote for its heads."""
     state = load_state(mem)
     vv = mem.log.version_vector()
@@ -278,5 +350,7 @@ def sync_status(mem: Any, remote: Any | None = None) -> dict:
                          "remote_heads": dict(sorted(heads.items())), "watermarks": st.get("watermarks", {}),
                          "last_success": st.get("last_success"), "last_error": last_error,
                          "last_attempt": st.get("last_attempt"), "checked": checked}
+        if st.get("clock"):
+            remotes[name]["clock"] = st["clock"]
     return {"replica": own, "ops": mem.log.count("ops"), "version_vector": vv, "remotes": remotes,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "held": held_summary(mem.log), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

@@ -38,7 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
-from brandmind.errors import BMError, ConfigError, InvalidInput, SyncConflict
+from brandmind.clock import CLOCK_HINT, now_millis, span
+from brandmind.errors import BMError, ClockSkew, ConfigError, InvalidInput, SyncConflict
 from brandmind.oplog import dumps, loads
 from brandmind.replication import CLASH_HINT
 
@@ -161,6 +162,7 @@ class S3Remote:
         self._verified = 0       # own-replica seq known to match the remote (see _check_clash)
         self._checking = False
         self.stats = {"requests": 0, "bytes_up": 0, "bytes_down": 0, "already_pushed": 0}
+        self.clock_sample: tuple[int, int] | None = None  # (this clock - the server's, round trip) ms
 
     # -- plumbing -------------------------------------------------------------------------------
     @property
@@ -180,12 +182,22 @@ class S3Remote:
         import botocore.exceptions as bx
 
         self.stats["requests"] += 1
+        t0 = now_millis()
         try:
-            return fn(Bucket=self.cfg.bucket, **kw)
+            resp = fn(Bucket=self.cfg.bucket, **kw)
+            self._saw_date(resp, t0)
+            return resp
         except bx.ClientError as exc:
+            self._saw_date(exc.response, t0)
             err = exc.response.get("Error", {})
             code = str(err.get("Code", ""))
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code == "RequestTimeTooSkewed":
+                off = self.clock_offset_ms()
+                how = (f"{span(off)} {'ahead of' if off > 0 else 'behind'}" if off is not None
+                       else "too far from")
+                raise ClockSkew(f"remote {self.name!r} refused to {what}: this device's clock is {how} "
+                                "the S3 server's (RequestTimeTooSkewed)", hint=CLOCK_HINT) from None
             if status == 412 or code == "PreconditionFailed":
                 raise _Precondition(412) from None
             if status == 409 and code in ("ConditionalRequestConflict", "OperationAborted"):
@@ -218,6 +230,28 @@ class S3Remote:
                                     f"to {what}: {exc}",
                                     hint="check the network and the endpoint URL; nothing is lost "
                                          "(the local op log keeps every op): sync again later") from None
+
+    def _saw_date(self, resp: Any, t0: int) -> None:
+        """Compare this device's clock with the server's ``Date`` header (1 s resolution:
+        the server's time is taken as the middle of that second, ours as the middle of the
+        request)."""
+        from email.utils import parsedate_to_datetime
+
+        headers = (resp or {}).get("ResponseMetadata", {}).get("HTTPHeaders") or {}
+        date = headers.get("date")
+        if not date:
+            return
+        try:
+            server = int(parsedate_to_datetime(date).timestamp() * 1000) + 500
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return
+        t1 = now_millis()
+        self.clock_sample = ((t0 + t1) // 2 - server, t1 - t0)
+
+    def clock_offset_ms(self) -> int | None:
+        """How far this device's clock is ahead of the server's (negative: behind), from the
+        last answer, or None before any answer."""
+        return self.clock_sample[0] if self.clock_sample else None
 
     def _get(self, rel: str) -> tuple[bytes, str] | None:
         """(body, etag) of an object, or None when it does not exist."""
