@@ -1,4 +1,4 @@
-"""ingest, beads add/tail."""
+"""ingest, beads add/tail/show/rm."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import JsonlOpt, JsonOpt, UserOpt, open_input, open_store, progress_bar, read_text_arg
+from .common import JsonlOpt, JsonOpt, UserOpt, confirm, open_input, open_store, progress_bar, read_text_arg
 from .output import beads_table, emit, info, kv_table, wants_json
 
 
@@ -94,3 +94,26 @@ def beads_show(bead_id: Annotated[str, typer.Argument()], as_json: JsonOpt = Fal
     with open_store() as mem:
         bead = mem.get_bead(bead_id)
     emit(bead, as_json=as_json, jsonl=False, table=lambda b: kv_table(b, title=b["id"]))
+
+
+@beads_app.command("rm")
+def beads_rm(
+    bead_ids: Annotated[list[str], typer.Argument(help="One or more bead ids (b_...), as `bm beads tail` shows them.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Forget turns: each bead goes, with every memory made from it (its raw-turn memory,
+    facts extracted from it), from recall, context, export and the store's files.
+
+    bm beads rm b_01h... --yes
+    """
+    with open_store() as mem:
+        beads = [mem.get_bead(b) for b in dict.fromkeys(bead_ids)]
+        shown = "; ".join(repr(b["content"][:60]) for b in beads[:3])
+        if not confirm(f"Forget {len(beads)} turn(s): {shown}?", yes):
+            raise typer.Exit(1)
+        result = mem.forget_many([], [b["id"] for b in beads])
+    if wants_json(as_json):
+        print(json.dumps({"forgotten": result["memories"], "beads": result["beads"]}))
+    else:
+        info(f"forgot {len(result['beads'])} turns and {len(result['memories'])} memories")

@@ -188,54 +188,66 @@ def _recall_batch(path: str, user: Optional[str], agent: Optional[str], now: Opt
 
 
 def forget(
-    memory_id: Annotated[Optional[str], typer.Argument(help="The id of the memory to forget.")] = None,
-    user: Annotated[Optional[str], typer.Option("--user", "-u", help="Forget everything of this user (memories, beads, graph).")] = None,
-    match: Annotated[Optional[str], typer.Option("--match", help="Forget the memories containing every word of this text.")] = None,
+    memory_id: Annotated[Optional[str], typer.Argument(help="The id of a memory (m_...) or of a turn (b_...).")] = None,
+    match: Annotated[Optional[str], typer.Option("--match", help="Forget the user's memories and turns containing every word of this text.")] = None,
+    user: Annotated[Optional[str], typer.Option("--user", "-u", help="Whose memories --match looks in (default: the configured user).")] = None,
+    wipe_user: Annotated[Optional[str], typer.Option("--wipe-user", help="Forget everything of this user: memories, turns, graph, blocks, files.")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Forget memories: gone from vectors, keywords and graph; the log keeps a tombstone.
+    """Forget memories and the turns they came from: gone from recall, context, beads,
+    export and the store's files; the log keeps only a tombstone.
 
-    bm forget m_01h...   |   bm forget --user ann --yes   |   bm forget --match "old address" --yes
+    bm forget m_01h...   |   bm forget --match "locker code" -u ann --yes   |   bm forget --wipe-user ann --yes
     """
     from brandmind.errors import UsageError
 
-    chosen = [x for x in (memory_id, user, match) if x is not None]
-    if len(chosen) != 1:
-        raise UsageError("give exactly one of ID, --user or --match", hint="bm forget ID, or see bm forget --help")
+    if user is not None and match is None:
+        raise UsageError("-u/--user only scopes --match",
+                         hint=f"to forget everything of {user!r}: bm forget --wipe-user {user} --yes")
+    if len([x for x in (memory_id, match, wipe_user) if x is not None]) != 1:
+        raise UsageError("give exactly one of ID, --match or --wipe-user",
+                         hint="bm forget ID, bm forget --match TEXT -u USER, or bm forget --wipe-user USER")
     with open_store() as mem:
         if memory_id is not None:
-            item = mem.get(memory_id)
-            if not confirm(f"Forget {memory_id}: {item['text'][:80]!r}?", yes):
+            is_bead = memory_id.startswith("b_")
+            text = mem.get_bead(memory_id)["content"] if is_bead else mem.get(memory_id)["text"]
+            if not confirm(f"Forget {memory_id}: {text[:80]!r}?", yes):
                 raise typer.Exit(1)
-            mem.forget(memory_id)
-            result: dict = {"forgotten": [memory_id]}
-        elif user is not None:
+            result = mem.forget_many([], [memory_id]) if is_bead else mem.forget_many([memory_id])
+        elif wipe_user is not None:
             if not yes and not sys.stdin.isatty():
-                raise UsageError(f"refusing to forget all of user {user!r} without confirmation",
+                raise UsageError(f"refusing to forget all of user {wipe_user!r} without confirmation",
                                  hint="add --yes to confirm")
-            counts = mem.stats(user=user)["counts"]
-            if not confirm(f"Forget everything of user {user!r} ({counts['memories']} memories, {counts['beads']} beads)?", yes):
+            counts = mem.stats(user=wipe_user)["counts"]
+            if not confirm(f"Forget everything of user {wipe_user!r} ({counts['memories']} memories, {counts['beads']} beads)?", yes):
                 raise typer.Exit(1)
-            result = {"user": user, "forgotten": mem.forget_user(user)}
+            result = {"user": wipe_user, "forgotten": mem.forget_user(wipe_user)}
         else:
-            found = mem.match(match or "")
-            if not yes and not sys.stdin.isatty():
-                raise UsageError(f"refusing to forget {len(found)} matching memories without confirmation",
-                                 hint="add --yes to confirm (bm recall shows what matches)")
-            if found and sys.stdin.isatty() and not yes:
-                from .output import console
+            found = mem.match(match or "", user=user)
+            turns = mem.match_beads(match or "", user=user)
+            if not found and not turns:
+                info(f"nothing matched {match!r} for user {mem._user(user)!r}: nothing forgotten")
+                result = {"forgotten": [], "beads": []}
+            else:
+                if not yes and not sys.stdin.isatty():
+                    raise UsageError(f"refusing to forget {len(found)} memories and {len(turns)} turns without confirmation",
+                                     hint="add --yes to confirm (bm recall shows what matches)")
+                if found and sys.stdin.isatty() and not yes:
+                    from .output import console
 
-                console(stderr=True).print(memories_table(found))
-            if found and not confirm(f"Forget these {len(found)} memories?", yes):
-                raise typer.Exit(1)
-            mem.forget_many([m["id"] for m in found])
-            result = {"forgotten": [m["id"] for m in found]}
+                    console(stderr=True).print(memories_table(found))
+                if not confirm(f"Forget these {len(found)} memories and {len(turns)} turns?", yes):
+                    raise typer.Exit(1)
+                result = mem.forget_many([m["id"] for m in found], [b["id"] for b in turns])
+        if "memories" in result:
+            result = {"forgotten": result["memories"], "beads": result["beads"]}
     if wants_json(as_json):
         print(json.dumps(result))
-    else:
-        n = len(result["forgotten"]) if isinstance(result["forgotten"], list) else result["forgotten"]
-        info(f"forgot {n}" if isinstance(n, int) else f"forgot {json.dumps(n)}")
+    elif "user" in result:
+        info(f"forgot {json.dumps(result['forgotten'])}")
+    elif result["forgotten"] or result["beads"]:
+        info(f"forgot {len(result['forgotten'])} memories and {len(result['beads'])} turns")
 
 
 memories_app = typer.Typer(help="List and show stored memories.", no_args_is_help=True)

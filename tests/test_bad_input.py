@@ -410,13 +410,13 @@ def test_usage_errors_in_a_real_process(seeded):
 
 @pytest.mark.parametrize("args", [
     ("forget", "--yes"),
-    ("forget", "ID", "--user", "ann", "--yes"),
-    ("forget", "--user", "ann", "--match", "Lisbon", "--yes"),
+    ("forget", "ID", "--wipe-user", "ann", "--yes"),
+    ("forget", "--wipe-user", "ann", "--match", "Lisbon", "--yes"),
     ("forget", "ID", "--match", "Lisbon", "--yes"),
 ])
 def test_forget_needs_exactly_one_target(bm, seeded, args):
     args = tuple(seeded[0] if a == "ID" else a for a in args)
-    assert_error(bm(*args), 2, "exactly one of ID, --user or --match")
+    assert_error(bm(*args), 2, "exactly one of ID, --match or --wipe-user")
     assert memory_count() == len(seeded)
 
 

@@ -515,7 +515,7 @@ def test_forget_user_removes_their_blocks_and_anonymises_their_shared_edits(bm):
         mem.block_append(label, "Lesson from ann's session.", user="ann", agent="a1")
         mem.block_append(label, "Lesson from bob.", user="bob")
         mem.block_set("human", "Bob likes tea", user="bob")
-    res = bm("forget", "--user", "ann", "--yes")
+    res = bm("forget", "--wipe-user", "ann", "--yes")
     assert res.code == 0, res
     with open_memory() as mem:
         assert [b["label"] for b in mem.block_list(user="ann")] == []  # ann holds no persona any more either

@@ -284,7 +284,7 @@ def test_forget_id_removes_from_every_projection(bm):
 
     res = bm("forget", gone, "--yes")
     assert res.code == 0, res
-    assert res.json() == {"forgotten": [gone]}
+    assert res.json() == {"forgotten": [gone], "beads": []}
 
     assert gone not in {r["id"] for r in bm("recall", "Zanzibar address", "-k", "50").json()}
     assert [m["id"] for m in bm("memories", "list").json()] == [keep]
@@ -314,7 +314,7 @@ def test_forget_user(bm, tmp_path):
     path.write_text(jsonl(ANN_MESSAGES))
     assert bm("ingest", str(path), "--user", "ann").code == 0
 
-    res = bm("forget", "--user", "ann", "--yes")
+    res = bm("forget", "--wipe-user", "ann", "--yes")
     assert res.code == 0, res
     out = res.json()
     assert out["user"] == "ann" and out["forgotten"]["memories"] == 3 + len(ANN_MESSAGES)
@@ -347,13 +347,13 @@ def test_forget_match(bm):
     assert {m["id"] for m in bm("memories", "list").json()} == {keep1, keep2}
     # no match: nothing forgotten, exit 0
     none = bm("forget", "--match", "xylophone", "--yes")
-    assert none.code == 0 and none.json() == {"forgotten": []}
+    assert none.code == 0 and none.json() == {"forgotten": [], "beads": []}
     assert memory_count() == 2
 
 
 def test_forget_without_yes_off_terminal_refuses_bulk(bm):
     remember(bm, "Ann's old address was Rua Augusta 12", "--user", "ann")
-    res = bm("forget", "--user", "ann")
+    res = bm("forget", "--wipe-user", "ann")
     assert res.code == 2 and "--yes" in res.err
     res = bm("forget", "--match", "old address", "--user", "ann")
     assert res.code == 2

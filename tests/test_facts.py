@@ -618,7 +618,7 @@ def test_cli_remember_fact_and_facts_add(bm, store, tmp_path):
     two = bm("kg", "neighbors", "Ann", "-u", "ann", "--radius", "2", "--json").json()
     assert one["radius"] == 1 and two["radius"] == 2 and len(two["nodes"]) >= len(one["nodes"])
     # forgetting the user takes the facts and the graph with them
-    assert bm("forget", "--user", "ann", "--yes").code == 0
+    assert bm("forget", "--wipe-user", "ann", "--yes").code == 0
     assert_error(bm("kg", "neighbors", "Ann", "-u", "ann"), 1, "Ann")
     assert bm("memories", "list", "-u", "ann", "--json").json() == []
 

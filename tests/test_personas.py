@@ -379,7 +379,7 @@ def test_persona_ops_commute(bm, store, tmp_path):
 
 def test_forget_user_removes_their_assignments_and_redacts_their_ops(bm, store):
     _populate(bm)
-    res = bm("forget", "--user", "ann", "--yes")
+    res = bm("forget", "--wipe-user", "ann", "--yes")
     assert res.code == 0, res
     assert bm("persona", "list", "--user", "ann").json() == []
     assert [p["handle"] for p in bm("persona", "list", "--user", "bob").json()] == ["qsr_real_estate"]

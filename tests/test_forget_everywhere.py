@@ -1,0 +1,162 @@
+"""Forget means gone: a forgotten memory takes the turn it came from with it, and the words
+are found nowhere afterwards -- recall, context, beads, export, or the raw bytes of any file
+of the store (freed LMDB pages, SQLite pages and WAL included), on this device and, after a
+sync, on the others; `bm rebuild` and later syncs never bring them back.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import assert_error, open_memory, run_bm  # noqa: E402
+
+SECRET = "quokka-8812"
+
+
+def ingest(bm, *turns: tuple[str, str], user: str = "f", extract: bool = False) -> dict:
+    lines = "".join(json.dumps({"role": r, "content": c}) + "\n" for r, c in turns)
+    res = bm("ingest", "-", "-u", user, *(["--extract"] if extract else []), input=lines)
+    assert res.code == 0, res
+    return res.json()
+
+
+def files_holding(home: Path, *words: str) -> list[str]:
+    """Every file under ``home`` whose raw bytes hold one of ``words`` (like `grep -ra`)."""
+    found = []
+    for path in home.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            found += [f"{path}: {w}" for w in words if w.encode() in data]
+    return found
+
+
+def everywhere(bm, user: str = "f") -> str:
+    """What every reading command shows of the user."""
+    return "\n".join([
+        bm("recall", "locker code", "-u", user, "--json").out,
+        bm("context", "what is my locker code?", "-u", user, "--budget", "800").out,
+        bm("beads", "tail", "-n", "100", "-u", user, "--json").out,
+        bm("memories", "list", "-u", user, "--json").out,
+        bm("export").out,
+    ])
+
+
+def test_forget_match_removes_the_turn_from_every_output_and_every_file(bm, store, bm_home):
+    ingest(bm, ("user", "yes"), ("assistant", "Noted."),
+           ("user", f"My locker code is {SECRET} remember it"), ("user", "thanks"))
+    assert SECRET in everywhere(bm)
+    res = bm("forget", "--match", SECRET, "-u", "f", "--yes")
+    assert res.code == 0, res
+    assert len(res.json()["forgotten"]) == 1 and len(res.json()["beads"]) == 1
+    assert SECRET not in everywhere(bm)
+    assert files_holding(bm_home, SECRET, "locker code is") == []
+    # the other turns stay, repeated ones included
+    assert [b["content"] for b in bm("beads", "tail", "-u", "f", "--json").json()] == ["yes", "Noted.", "thanks"]
+    # a rebuild from the log cannot bring it back
+    assert bm("rebuild").code == 0
+    assert SECRET not in everywhere(bm)
+    assert files_holding(bm_home, SECRET) == []
+
+
+def test_forgetting_an_extracted_fact_forgets_its_turn_and_what_else_came_from_it(bm, store, bm_home):
+    ingest(bm, ("user", "My dog is called Zorbanix and I live in Quenterville"),
+           ("user", "I work at Acme Travel"), extract=True)
+    fact = next(m for m in bm("memories", "list", "-u", "f", "--json").json()
+                if m["type"] == "fact" and "Quenterville" in m["text"])
+    res = bm("forget", fact["id"], "--yes")
+    assert res.code == 0, res
+    left = bm("memories", "list", "-u", "f", "--json").json()
+    assert left and all("Quenterville" not in m["text"] and "Zorbanix" not in m["text"] for m in left)
+    assert any("Acme Travel" in m["text"] for m in left)  # another turn's memories stay
+    assert "Quenterville" not in bm("export").out  # the place node only that fact named goes too
+    assert files_holding(bm_home, "Quenterville", "Zorbanix") == []
+
+
+def test_beads_rm_forgets_a_turn_and_its_memory(bm, store, bm_home):
+    ingest(bm, ("user", f"the code is {SECRET}"), ("user", "and the door is green"))
+    beads = bm("beads", "tail", "-u", "f", "--json").json()
+    res = bm("beads", "rm", beads[0]["id"], "--yes")
+    assert res.code == 0, res
+    assert res.json()["beads"] == [beads[0]["id"]] and len(res.json()["forgotten"]) == 1
+    assert SECRET not in everywhere(bm)
+    assert files_holding(bm_home, SECRET) == []
+    assert [b["content"] for b in bm("beads", "tail", "-u", "f", "--json").json()] == ["and the door is green"]
+    assert_error(bm("beads", "rm", beads[0]["id"], "--yes"), 1, "no bead")
+
+
+def test_a_forgotten_large_turn_leaves_no_blob(bm, store, bm_home, monkeypatch):
+    monkeypatch.setenv("BM_BLOB_THRESHOLD", "100")
+    big = f"{SECRET} " + "a long pasted log line " * 20
+    bead = bm("beads", "add", big, "-u", "f", "--json").json()["id"]
+    assert files_holding(bm_home / "data" / "blobs", SECRET)
+    assert bm("forget", "--match", SECRET, "-u", "f", "--yes").json()["beads"] == [bead]
+    assert files_holding(bm_home, SECRET) == []
+
+
+def test_a_turn_said_twice_is_scrubbed_only_when_both_are_forgotten(bm, store, bm_home):
+    ingest(bm, ("user", f"code {SECRET}"), ("user", f"code {SECRET}"))
+    first = bm("beads", "tail", "-u", "f", "--json").json()[0]["id"]
+    assert bm("beads", "rm", first, "--yes").code == 0
+    # the other copy is live: its bytes stay, and it still reads back whole
+    assert [b["content"] for b in bm("beads", "tail", "-u", "f", "--json").json()] == [f"code {SECRET}"]
+    assert bm("recall", SECRET, "-u", "f", "--json").json()[0]["text"] == f"code {SECRET}"
+    assert bm("forget", "--match", SECRET, "-u", "f", "--yes").code == 0
+    assert files_holding(bm_home, SECRET) == []
+
+
+def test_forget_match_is_scoped_to_the_user(bm, store):
+    ingest(bm, ("user", f"ann's code {SECRET}"), user="ann")
+    ingest(bm, ("user", f"bob's code {SECRET}"), user="bob")
+    assert bm("forget", "--match", SECRET, "-u", "ann", "--yes").code == 0
+    assert "ann's code" not in everywhere(bm, "ann")
+    assert SECRET in bm("beads", "tail", "-u", "bob", "--json").out
+    assert SECRET in bm("recall", SECRET, "-u", "bob", "--json").out
+
+
+def test_forget_match_with_nothing_matching_says_so_and_exits_0(store):
+    res = run_bm("forget", "--match", "xylophone", "-u", "ann", "--yes")
+    assert res.code == 0, res
+    assert res.json() == {"forgotten": [], "beads": []}
+    assert "nothing matched" in res.err and "Traceback" not in res.err
+
+
+def test_wiping_a_user_is_its_own_explicit_flag(bm, store):
+    ingest(bm, ("user", "hello there"), user="ann")
+    res = run_bm("forget", "-u", "ann", "--yes")
+    line = assert_error(res, 2, "--match")
+    assert "--wipe-user ann" in line
+    assert bm("beads", "tail", "-u", "ann", "--json").json()  # nothing was forgotten
+    res = bm("forget", "--wipe-user", "ann", "--yes")
+    assert res.code == 0, res
+    assert bm("beads", "tail", "-u", "ann", "--json").json() == []
+
+
+def test_a_late_copy_of_a_forgotten_turn_is_not_resurrected(bm, store, bm_home, tmp_path, monkeypatch):
+    """Another device that still has the turn's ops sends them after the forget arrived."""
+    ingest(bm, ("user", f"the code is {SECRET}"))
+    with open_memory() as mem:
+        ops = list(mem.log.iter_ops())  # what a peer that synced before the forget holds
+    assert bm("forget", "--match", SECRET, "-u", "f", "--yes").code == 0
+    with open_memory() as mem:
+        forgets = [op for op in mem.log.iter_ops() if op["kind"] in ("memory.forget", "bead.forget")]
+    # a second device: gets the old ops first, then the forgets (the order a pull may give)
+    monkeypatch.setenv("BM_HOME", str(tmp_path / "peer"))
+    from brandmind.memory import Memory
+
+    with Memory(create=True) as peer:
+        peer.receive_ops(ops)
+        assert peer.beads_tail(10, user="f")[0]["content"] == f"the code is {SECRET}"
+        peer.receive_ops(forgets)
+        assert peer.beads_tail(10, user="f") == [] and peer.list_memories(user="f") == []
+    assert files_holding(tmp_path / "peer", SECRET) == []
+    # and the other way round: the forget first, the stale adds later
+    monkeypatch.setenv("BM_HOME", str(tmp_path / "peer2"))
+    with Memory(create=True) as peer:
+        peer.receive_ops(forgets)
+        peer.receive_ops(ops)
+        assert peer.beads_tail(10, user="f") == [] and peer.list_memories(user="f") == []
+    assert files_holding(tmp_path / "peer2", SECRET) == []
