@@ -9,8 +9,14 @@ Receiving (:func:`receive`, ``LogTxn.receive``), in the caller's LMDB write tran
 1. Idempotent by op id: an op already stored is a duplicate (False).  If the stored op has
    another HLC or kind, two devices write under one replica id: :class:`SyncConflict`.
    (The stored op may be a redaction of the incoming one: payloads are not compared.)
-2. Skew cap: an op stamped more than ``max_skew_ms`` ahead of local time is refused with
-   :class:`ClockSkew`, which names the skew (it would otherwise win every LWW register).
+2. Skew cap: an op stamped more than ``max_skew_ms`` ahead of local time (it would otherwise
+   win every LWW register and drag this device's clock along) is *held*: set aside in the
+   ``sync`` database (``ho\0<replica>\0<seq>`` -> op), not applied, not lost, and without
+   moving the local HLC; so are the later ops of the same replica (they come after it).
+   :func:`receive_batch` releases held ops once they are within the window (every batch and
+   sync round re-checks) or when the user accepts them (:func:`accept_held`, ``bm sync
+   accept``).  Without a :class:`Held` (a lone ``LogTxn.receive``) such an op raises
+   :class:`ClockSkew`.
 3. Remove wins: an op carrying content of a user forgotten at a later HLC, or the
    ``memory.add`` of a forgotten memory, is stored redacted (as ``bm forget`` leaves the
    log), so a replica that was offline never brings the data back.  A received
@@ -156,8 +162,9 @@ def _check_shape(op: Any) -> tuple[str, int]:
 
 
 def receive(t: "LogTxn", op: dict, *, max_skew_ms: int, now_ms: int | None = None,
-            counters: Counters | None = None) -> bool:
-    """See the module docstring.  Returns False for an op stored already.  ``counters``:
+            counters: Counters | None = None, held: "Held | None" = None) -> bool | None:
+    """See the module docstring.  Returns False for an op stored already, None for an op
+    set aside in ``held`` (too far ahead, or after a held op of its replica).  ``counters``:
     a batch's (:func:`receive_batch`), flushed by it; without, they are written at once."""
     replica, seq = _check_shape(op)
     key = _key(replica, seq)
@@ -172,6 +179,8 @@ def receive(t: "LogTxn", op: dict, *, max_skew_ms: int, now_ms: int | None = Non
         return False
     now = now_ms if now_ms is not None else clock.now_millis()
     ahead = int(op["hlc"][0]) - now
+    if held is not None and held.sets_aside(op, replica, seq, ahead > max_skew_ms):
+        return None
     if ahead > max_skew_ms:
         raise ClockSkew(
             f"op {op['id']} from replica {replica} is stamped {ahead / 1000:.1f} s ahead of this "
@@ -306,16 +315,169 @@ def flush_late_nodes(t: "LogTxn") -> None:
             t.redact(o["id"], _redacted(o))
 
 
-def receive_batch(mem: "Memory", ops: Iterable[dict], *, now_ms: int | None = None, apply: bool = True) -> dict:
+# -- ops held back: stamped too far ahead of this device's clock -------------------------------------
+HELD = b"ho\0"  # sync db: ho\0<replica>\0<seq u64> -> the op, as received
+ACCEPT_ALL_MS = 1 << 62  # the skew cap of an accepted op: none
+
+
+def _held_key(replica: str, seq: int) -> bytes:
+    return HELD + replica.encode() + b"\0" + _u64(seq)
+
+
+class Held:
+    """The held ops as one receive transaction sees them.  An op is set aside when it is
+    stamped too far ahead, or when an earlier op of its replica is held (a replica's ops
+    apply in seq order; its HLC never goes back, so the later ones are as far ahead).
+    Setting an op aside stores it and nothing else: no arrival, no version vector, no HLC."""
+
+    def __init__(self, t: "LogTxn") -> None:
+        self.t = t
+        self.first: dict[str, int | None] = {}  # replica -> its lowest held seq (None: none)
+        self.count = 0  # ops this transaction set aside (held before or not)
+
+    def first_held(self, replica: str) -> int | None:
+        if replica not in self.first:
+            prefix = HELD + replica.encode() + b"\0"
+            cur = self.t.txn.cursor(db=self.t.db["sync"])
+            key = cur.key() if cur.set_range(prefix) else b""
+            ok = key.startswith(prefix) and len(key) == len(prefix) + 8
+            self.first[replica] = int.from_bytes(key[-8:], "big") if ok else None
+        return self.first[replica]
+
+    def sets_aside(self, op: dict, replica: str, seq: int, too_far: bool) -> bool:
+        first = self.first_held(replica)
+        if not too_far and (first is None or seq < first):
+            return False
+        key, sync = _held_key(replica, seq), self.t.db["sync"]
+        raw = self.t.txn.get(key, db=sync)
+        if raw is not None:
+            stored = loads(raw)
+            if list(stored["hlc"]) != list(op["hlc"]) or stored["kind"] != op["kind"]:
+                raise SyncConflict(f"two devices share replica id {replica}: op {op['id']} is "
+                                   f"{stored['kind']} at {stored['hlc'][0]} here (held) but {op['kind']} "
+                                   f"at {op['hlc'][0]} on the remote", hint=CLASH_HINT)
+        else:
+            self.t.txn.put(key, dumps({"id": op["id"], "hlc": list(op["hlc"]), "kind": op["kind"],
+                                       "payload": op["payload"]}), db=sync)
+        if first is None or seq < first:
+            self.first[replica] = seq
+        self.count += 1
+        return True
+
+
+def _release(t: "LogTxn", held: Held, counters: Counters, *, now: int, max_skew_ms: int,
+             accept: Callable[[str], bool] | None) -> list[dict]:
+    """Receive the held ops that are now within the window (or that ``accept`` takes, for
+    their replica), each replica's in seq order up to its first one still too far ahead."""
+    sync = t.db["sync"]
+    cur = t.txn.cursor(db=sync)
+    if not cur.set_range(HELD):
+        return []
+    items = []
+    for key, raw in cur:
+        if not key.startswith(HELD):
+            break
+        items.append((bytes(key), loads(raw)))
+    out = []
+    blocked: set[str] = set()
+    for key, op in items:
+        replica, _seq = split_id(op["id"])
+        if replica in blocked:
+            continue
+        taken = accept is not None and accept(replica)
+        if not taken and int(op["hlc"][0]) - now > max_skew_ms:
+            blocked.add(replica)
+            continue
+        t.txn.delete(key, db=sync)
+        if receive(t, op, max_skew_ms=ACCEPT_ALL_MS if taken else max_skew_ms, now_ms=now, counters=counters):
+            out.append(op)
+    held.first.clear()
+    return out
+
+
+def has_held(log: "OpLog") -> bool:
+    with log.read() as txn:
+        cur = txn.cursor(db=log.db["sync"])
+        return cur.set_range(HELD) and cur.key().startswith(HELD)
+
+
+def held_ops(log: "OpLog", replica: str | None = None) -> list[dict]:
+    """The held ops (of one replica), by replica and seq."""
+    prefix = HELD + (replica.encode() + b"\0" if replica is not None else b"")
+    with log.read() as txn:
+        cur = txn.cursor(db=log.db["sync"])
+        if not cur.set_range(prefix):
+            return []
+        out = []
+        for key, raw in cur:
+            if not key.startswith(prefix):
+                break
+            out.append(loads(raw))
+        return out
+
+
+def held_summary(log: "OpLog", now_ms: int | None = None) -> list[dict]:
+    """Per replica: how many of its ops are held, their seqs and how far ahead of this
+    device's clock they are stamped (``ahead_ms``: the furthest; ``due_in_ms``: until the
+    first one is within the window is up to the caller: it knows the window)."""
+    now = now_ms if now_ms is not None else clock.now_millis()
+    out: dict[str, dict] = {}
+    for op in held_ops(log):
+        replica, seq = split_id(op["id"])
+        wall = int(op["hlc"][0])
+        g = out.get(replica)
+        if g is None:
+            g = out[replica] = {"replica": replica, "ops": 0, "first_seq": seq, "last_seq": seq,
+                                "first_ahead_ms": wall - now, "ahead_ms": wall - now}
+        g["ops"] += 1
+        g["first_seq"], g["last_seq"] = min(g["first_seq"], seq), max(g["last_seq"], seq)
+        g["first_ahead_ms"] = min(g["first_ahead_ms"], wall - now)
+        g["ahead_ms"] = max(g["ahead_ms"], wall - now)
+    for g in out.values():
+        g["ahead"] = clock.span(g["ahead_ms"])
+        g["stamped_up_to"] = clock.iso(now + g["ahead_ms"])
+    return list(out.values())
+
+
+def held_top(log: "OpLog", replica: str, after: int) -> int:
+    """The highest seq S such that ops ``after + 1 .. S`` of ``replica`` are all held (or
+    ``after``): a pull goes on from there instead of fetching the held ones again."""
+    prefix = HELD + replica.encode() + b"\0"
+    top = after
+    with log.read() as txn:
+        cur = txn.cursor(db=log.db["sync"])
+        ok = cur.set_range(prefix + _u64(after + 1))
+        while ok and cur.key() == prefix + _u64(top + 1):
+            top += 1
+            ok = cur.next()
+    return top
+
+
+def accept_held(mem: "Memory", replica: str | None = None, *, apply: bool = True) -> int:
+    """Receive the held ops (of one replica) whatever their stamps: the local HLC moves past
+    them (so this device's next ops are stamped as far ahead).  Returns how many."""
+    got = receive_batch(mem, [], apply=apply, accept=(lambda r: True) if replica is None else (lambda r: r == replica))
+    return got.get("released", 0)
+
+
+def receive_batch(mem: "Memory", ops: Iterable[dict], *, now_ms: int | None = None, apply: bool = True,
+                  accept: Callable[[str], bool] | None = None) -> dict:
     """``Memory.receive_ops``: store the ops (one LMDB transaction: all or nothing), then
     bring the SQLite projection up to date (which embeds pulled memories locally).
+
+    Held ops that are now within the window (or that ``accept`` takes) are received first;
+    ops too far ahead are held (step 2 of the module docstring).  Returns ``{"received",
+    "duplicates"}`` plus ``"held"`` (ops set aside) and ``"released"`` when not zero.
 
     The projection is handed the ops as this transaction stored them and the vectors just
     made, so neither is read back from LMDB.  (Another process may redact one of them
     before the projection runs: its forget is a later op, which removes it again.)"""
     ops = list(ops)
     received = duplicates = 0
+    if not ops and accept is None and not has_held(mem.log):
+        return {"received": 0, "duplicates": 0}
     max_skew = int(mem.config.sync_max_skew_ms)
+    now = now_ms if now_ms is not None else clock.now_millis()
     vectors = _embed_ahead(mem, ops)
     with mem.log.write() as t:
         t._batch = True  # one scan of the log for late nodes of forgotten users, at the end
@@ -323,23 +485,39 @@ def receive_batch(mem: "Memory", ops: Iterable[dict], *, now_ms: int | None = No
         counters = Counters(t)
         for text, vec in vectors.items():
             t.cache_vector(mem.sql.model, text, vec)
+        held = Held(t)
+        released = _release(t, held, counters, now=now, max_skew_ms=max_skew, accept=accept)
+        for op in released:
+            _forgotten_here(mem, t, op)
         for op in ops:
-            if not t.receive(op, max_skew_ms=max_skew, now_ms=now_ms, counters=counters):
+            got = receive(t, op, max_skew_ms=max_skew, now_ms=now, counters=counters, held=held)
+            if got is None:
+                continue
+            if not got:
                 duplicates += 1
                 continue
             received += 1
-            if op["kind"] == "memory.forget" and not op["payload"].get("redacted"):
-                # a memory added here (not received) is found through the index
-                row = mem.sql.conn.execute("SELECT op_id FROM memories WHERE id=?",
-                                           (op["payload"]["id"],)).fetchone()
-                if row is not None:
-                    t.redact(row[0], {"id": op["payload"]["id"], "redacted": True})
+            _forgotten_here(mem, t, op)
         flush_late_nodes(t)
         counters.flush(t)
         fresh = dict(t.fresh.values())
-    if received and apply:
+    if (received or released) and apply:
         mem._catch_up(fresh=fresh, vectors=vectors)
-    return {"received": received, "duplicates": duplicates}
+    out = {"received": received, "duplicates": duplicates}
+    if held.count:
+        out["held"] = held.count
+    if released:
+        out["released"] = len(released)
+    return out
+
+
+def _forgotten_here(mem: "Memory", t: "LogTxn", op: dict) -> None:
+    """A received ``memory.forget`` of a memory added here (not received): found through the index."""
+    p = op["payload"]
+    if op["kind"] == "memory.forget" and isinstance(p.get("id"), str) and not p.get("redacted"):
+        row = mem.sql.conn.execute("SELECT op_id FROM memories WHERE id=?", (p["id"],)).fetchone()
+        if row is not None:
+            t.redact(row[0], {"id": p["id"], "redacted": True})
 
 
 def _embed_ahead(mem: "Memory", ops: list[dict], batch: int = 256) -> dict[str, bytes]:
