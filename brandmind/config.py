@@ -2,11 +2,15 @@
 
 Resolution, first match wins:
 
-* ``BM_HOME=DIR`` puts everything in one directory: ``DIR/config.toml``,
-  ``DIR/data`` (the store), ``DIR/cache`` (the built embedding model).
+* ``BM_HOME=DIR`` puts a store in one directory: ``DIR/config.toml``,
+  ``DIR/data`` (the store), ``DIR/state`` (the sync daemon's logs).
 * otherwise the XDG base directories: ``$XDG_CONFIG_HOME/brandmind/config.toml``,
-  ``$XDG_DATA_HOME/brandmind`` and ``$XDG_CACHE_HOME/brandmind`` (with the usual
-  ``~/.config``, ``~/.local/share`` and ``~/.cache`` defaults).
+  ``$XDG_DATA_HOME/brandmind`` and ``$XDG_STATE_HOME/brandmind`` (with the usual
+  ``~/.config``, ``~/.local/share`` and ``~/.local/state`` defaults).
+
+The built embedding model is not part of a store: every store of a user shares one
+cache, ``BM_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/brandmind`` (``~/.cache/brandmind``),
+whatever ``BM_HOME`` says, so a new store costs milliseconds, not a model build.
 
 Settings come from the defaults below, then the TOML file, then ``BM_<KEY>``
 environment variables (``BM_EMBEDDER=hash``), then explicit arguments.
@@ -79,6 +83,7 @@ _INT_KEYS |= {"sync_max_skew_ms"}
 class Paths:
     config_file: Path
     data_dir: Path
+    # the built embedding model, shared by every store (see cache_dir())
     cache_dir: Path
     # logs and run state of the sync daemon: BM_HOME/state, or $XDG_STATE_HOME/brandmind
     state_dir: Path
@@ -96,19 +101,27 @@ class Paths:
         return self.data_dir / "blobs"
 
 
+def cache_dir() -> Path:
+    """The model cache every store shares: ``BM_CACHE_DIR``, else ``$XDG_CACHE_HOME/brandmind``
+    (default ``~/.cache/brandmind``).  Not under ``BM_HOME``: a store holds data, not the model."""
+    env = os.environ
+    if env.get("BM_CACHE_DIR"):
+        return Path(env["BM_CACHE_DIR"]).expanduser().resolve()
+    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "brandmind"
+
+
 def resolve_paths(home: str | os.PathLike[str] | None = None) -> Paths:
     """Paths for ``home`` (or ``BM_HOME``, or the XDG directories)."""
     home = home if home is not None else os.environ.get("BM_HOME")
     if home:
         root = Path(home).expanduser().resolve()
-        return Paths(root / "config.toml", root / "data", root / "cache", root / "state")
+        return Paths(root / "config.toml", root / "data", cache_dir(), root / "state")
     env = os.environ
     user_home = Path.home()
     config = Path(env.get("XDG_CONFIG_HOME") or user_home / ".config") / "brandmind"
     data = Path(env.get("XDG_DATA_HOME") or user_home / ".local" / "share") / "brandmind"
-    cache = Path(env.get("XDG_CACHE_HOME") or user_home / ".cache") / "brandmind"
     state = Path(env.get("XDG_STATE_HOME") or user_home / ".local" / "state") / "brandmind"
-    return Paths(config / "config.toml", data, cache, state)
+    return Paths(config / "config.toml", data, cache_dir(), state)
 
 
 @dataclass

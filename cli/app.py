@@ -19,11 +19,29 @@ from . import personas as personas_cmd
 from . import skills as skills_cmd
 from . import sync as sync_cmd
 
+HELP = """bm: local-first memory for AI agents. Beads, memories, a knowledge graph; JSON in and
+out of pipes (a table on a terminal, JSON when piped or with --json).  The first write
+creates the store; errors exit 1, usage errors 2.
+
+\b
+Examples:
+  bm remember "Ann moved to Lisbon in May 2024" -u ann
+  echo '{"role": "user", "content": "I love jazz"}' | bm ingest - -u ann
+  bm recall "where does Ann live?" -u ann -k 3 | jq -r '.[0].text'
+  bm context "plan dinner with Ann" --budget 800 -u ann > prompt-memory.txt
+
+\b
+Shell completion: bm --install-completion (bash, zsh, fish, PowerShell).
+"""
+
 app = typer.Typer(
     name="bm",
-    help="bm: local-first memory for AI agents. Beads, memories, a knowledge graph; JSON in and out of pipes.",
+    help=HELP,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion
+    # plain click help: option help is printed as written ("[default: 10]" would be eaten as
+    # rich markup), and `bm --help` does not import rich (~0.15 s)
+    rich_markup_mode=None,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -40,7 +58,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def root(
     home: Annotated[Optional[str], typer.Option("--home", help="Store directory (same as BM_HOME).", envvar=None)] = None,
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
 ) -> None:
     if home:
         os.environ["BM_HOME"] = home
@@ -111,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("\nInterrupted.\n")
         code = 130
+    except ImportError as exc:  # a package bm or one of its optional backends needs is missing
+        _error(*_missing_package(exc))
+        code = 1
     except BrokenPipeError:
         # the reader went away (e.g. `bm recall ... | head -1`): not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -233,6 +254,29 @@ def _click():  # typer >= 0.26 vendors click as typer._click
     if not hasattr(exceptions, "NoArgsIsHelpError"):  # pragma: no cover
         exceptions.NoArgsIsHelpError = type("NoArgsIsHelpError", (Exception,), {})
     return exceptions
+
+
+# packages (and bm's own modules, by file name) whose failing import means this extra is incomplete
+_EXTRAS = {"graphiti_core": "graphiti", "falkordb": "graphiti", "graphiti": "graphiti",
+           "zep_cloud": "zep", "zep": "zep", "ollama": "ollama"}
+
+
+def _missing_package(exc: ImportError) -> tuple[str, str]:
+    """The message and hint for an ImportError: which package is missing, and the install
+    command of the extra whose code needed it (found from where the import failed)."""
+    import traceback
+
+    name = exc.name or ""
+    extra = _EXTRAS.get(name.partition(".")[0])
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if extra:
+            break
+        parts = frame.filename.replace("\\", "/").removesuffix(".py").split("/")
+        extra = next((_EXTRAS[p] for p in reversed(parts) if p in _EXTRAS), None)
+    missing = f"a Python package is missing: {name}" if name else f"an import failed: {exc}"
+    if extra:
+        return missing, f"pip install 'brandmind[{extra}]'"
+    return missing, "reinstall bm with its dependencies (pip install brandmind, or pip install -e . in a checkout)"
 
 
 def _error(message: str, hint: str | None) -> None:

