@@ -381,8 +381,11 @@ class GraphitiSink:
 
     # -- GraphSink ---------------------------------------------------------------------------------
     def ping(self) -> None:
-        """One harmless round trip (GRAPH.LIST); RemoteDown / ConfigError when it fails."""
-        self._call("ping", lambda: self._connect().list_graphs())
+        """One harmless round trip (GRAPH.LIST, on the direct connection the search uses, so
+        ``bm remote test`` times the server, not the falkordb client's import); RemoteDown /
+        ConfigError when it fails."""
+        deadline = time.monotonic() + self.timeout
+        self._direct("ping", deadline, lambda conn: conn.command("GRAPH.LIST", deadline=deadline))
 
     def put_facts(self, facts: list, key: str = "") -> dict[str, str]:
         """Upsert facts (grouped per user graph); returns local_id -> edge uuid."""
