@@ -187,6 +187,8 @@ def remote_test(
     emit(result, as_json=as_json, jsonl=False, table=lambda r: kv_table(r, title=f"remote {cfg.name}"))
     if result.get("error"):
         raise BMError(f"remote {cfg.name!r} failed the test: {result['error']}", hint=result.get("hint"))
+    if result.get("note"):
+        info(f"note: {result['note']}")
     if not result["ok"]:
         missing = [k for k in ("round_trip", "if_none_match", "if_match", "deleted") if not result.get(k)]
         raise BMError(f"remote {cfg.name!r} does not support what sync needs: {', '.join(missing)} failed",
@@ -250,10 +252,12 @@ def sync_now(
     else:
         for r in reports:
             pushed = sum((r.get("pushed") or {}).values())
-            pulled = sum((r.get("pulled") or {}).values())
+            pulled = sum((r.get("pulled") or {}).values()) + int(r.get("released") or 0)
             info(f"{r['remote']}: pushed {pushed} op(s), pulled {pulled} op(s) in {r['seconds']:.2f} s"
                  + (f"; {len(r['errors'])} error(s)" if r.get("errors") else ""))
     failed = [(r["remote"], e) for r in reports for e in (r.get("errors") or [])]
+    if reports and not failed:  # a note on stderr, piped or not (the JSON has them too)
+        _warn_held(reports[-1].get("held") or [], mem.config.sync_max_skew_ms)
     if failed:
         name, err = failed[0]
         message, hint = _error_text(err)
@@ -316,11 +320,65 @@ def _status_table(st: dict) -> Any:
                   r.get("checked", ""))
     if not st.get("remotes"):
         t.add_row("(none yet)", "", "", "", "", "")
+    for h in st.get("held") or []:
+        t.caption += (f"\nheld: {h['ops']:,} op(s) of replica {h['replica']} (seq {h['first_seq']}.."
+                      f"{h['last_seq']}), stamped up to {h['ahead']} ahead of this device's clock")
+    if st.get("held"):
+        t.caption += "\n(applied once within sync_max_skew_ms; `bm sync accept` takes them now)"
     daemon = st.get("daemon") or {}
     if daemon:
         t.caption += ("; daemon: running, pid " + str(daemon.get("pid"))) if daemon.get("running") \
             else "; daemon: not running (`bm daemon start`)"
     return t
+
+
+def _warn_held(held: list[dict], window_ms: int) -> None:
+    """A note on stderr for ops set aside because another device's clock runs ahead."""
+    from brandmind.clock import span
+
+    for h in held:
+        info(f"Warning: {h['ops']:,} op(s) of replica {h['replica']} are held: stamped up to {h['ahead']} "
+             f"ahead of this device's clock (more than the {span(window_ms)} allowed); they are applied "
+             "once within it, or now with `bm sync accept` (see `bm sync status`)")
+
+
+@sync_app.command("accept")
+def sync_accept(
+    replica: Annotated[Optional[str], typer.Option("--replica", help="Only this replica's held ops (default: all).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Apply the ops held because they are stamped too far ahead (another device's clock runs
+    ahead; `bm sync status` lists them), without waiting until they are within sync_max_skew_ms.
+
+    This device's clock (HLC) then moves past them: its own next ops are stamped as far ahead,
+    and other devices hold those in turn. Prefer fixing the clock of the device that wrote
+    them. Example: bm sync accept --replica r_01hx...
+    """
+    from brandmind.clock import span
+    from brandmind.errors import NotFound
+    from brandmind.replication import accept_held, held_summary
+
+    with open_store() as mem:
+        held = held_summary(mem.log)
+        if replica is not None:
+            held = [h for h in held if h["replica"] == replica]
+            if not held:
+                others = ", ".join(h["replica"] for h in held_summary(mem.log)) or "none"
+                raise NotFound(f"no ops of replica {replica!r} are held",
+                               hint=f"replicas with held ops: {others} (`bm sync status`)")
+        jump = max((h["ahead_ms"] for h in held), default=0)
+        if jump > 0:
+            info(f"Warning: this device's clock (HLC) jumps {span(jump)} ahead to take these ops: its own "
+                 "next ops are stamped that far ahead too, and other devices hold them until their clocks "
+                 "catch up (or they accept them)")
+        n = accept_held(mem, replica)
+        out = {"accepted": n, "replicas": [h["replica"] for h in held], "hlc_jump_ms": max(0, jump)}
+    if wants_json(as_json):
+        emit_json(out)
+    elif n:
+        info(f"accepted {n:,} held op(s) of {', '.join(out['replicas'])}")
+    else:
+        info("nothing is held")
 
 
 # -- bm sync key ----------------------------------------------------------------------------------------

@@ -189,6 +189,17 @@ class Keyring:
         os.replace(tmp, self.path)
         self._loaded = self._stamp()
 
+    @classmethod
+    def throwaway(cls, data_dir: Path) -> "Keyring":
+        """A keyring whose only key is random and never saved: `bm remote test` on a store
+        without a key checks the remote with it (and makes no key the store would keep)."""
+        ring = cls(data_dir)
+        key = SyncKey(os.urandom(32))
+        ring._keys, ring._meta, ring.active_id = {key.key_id: key}, {}, key.key_id
+        ring._fresh = lambda: None  # type: ignore[method-assign]  # never the file's keys
+        ring._save = lambda: None  # type: ignore[method-assign]
+        return ring
+
     # -- keys -----------------------------------------------------------------
     def has_key(self) -> bool:
         return self.active_id is not None

@@ -70,10 +70,22 @@ def probe(cfg: RemoteConfig, data_dir: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         if cfg.type == "s3":
-            from .crypto import Keyring
+            from .crypto import IMPORT_HINT, Keyring
             from .s3 import S3Remote
 
-            out.update(S3Remote(cfg, Keyring(data_dir)).probe())
+            ring = Keyring(data_dir)
+            if ring.has_key():
+                out.update(S3Remote(cfg, ring).probe())
+            else:  # test with a throwaway key: testing must not make this store's key
+                out.update(S3Remote(cfg, Keyring.throwaway(data_dir)).probe(check_key=False))
+                out["key_id"] = None
+                if out.get("has_data"):
+                    out.update(ok=False, error="this store has no sync key, and other devices already "
+                                               "sync through this remote with theirs",
+                               hint=IMPORT_HINT)
+                else:
+                    out["note"] = ("this store has no sync key yet: the first `bm sync now` makes one "
+                                   "(or `bm sync key import FILE` to use another device's)")
         else:
             sink = open_sink(cfg, data_dir)
             try:

@@ -652,10 +652,11 @@ class S3Remote:
         list(self._map(one, missing))
 
     # -- maintenance ----------------------------------------------------------------------------------
-    def probe(self) -> dict[str, Any]:
+    def probe(self, *, check_key: bool = True) -> dict[str, Any]:
         """`bm remote test`: a round trip (put/get/delete of an encrypted probe object) and
         the conditional writes sync relies on (If-None-Match: *, If-Match); ``probe`` in
-        sync/remotes.py times it (``latency_ms``)."""
+        sync/remotes.py times it (``latency_ms``).  ``check_key``: read heads.json with this
+        store's key (False: the store has none; say whether the remote holds data)."""
         import os as _os
 
         rel = f"probe/{_os.getpid()}-{_os.urandom(6).hex()}"
@@ -683,9 +684,12 @@ class S3Remote:
         finally:
             self._call(f"delete {rel}", self.client.delete_object, Key=self.key(rel))
         result["deleted"] = self._get(rel) is None
-        doc, _ = self._read_doc(HEADS)  # raises the wrong-key error when it is not ours
-        result["replicas"] = len((doc or {}).get("heads") or {})
-        result["key_id"] = self.keyring.active().key_id
+        if check_key:
+            doc, _ = self._read_doc(HEADS)  # raises the wrong-key error when it is not ours
+            result["replicas"] = len((doc or {}).get("heads") or {})
+            result["key_id"] = self.keyring.active().key_id
+        else:  # no key here: only whether other devices sync through it already
+            result["has_data"] = self._get(HEADS) is not None or bool(self._list_replicas())
         result["ok"] = all(result.get(k) for k in ("round_trip", "if_none_match", "if_match", "deleted"))
         return result
 
