@@ -40,6 +40,12 @@ value per token is removed until it fits.  So ``tokens <= budget * (1 - margin)`
 always, and a budget smaller than any header gives an empty block (``""``,
 0 tokens) with every candidate listed in ``dropped``.
 
+Truncation: the first candidate by priority (the first core block, else recall's best
+memory, else the newest turn) is never left out only for being longer than the whole
+budget: it is cut at a word boundary to the longest prefix that fits, marked with ``…``
+(and ``"truncated": true`` in JSON), and listed in the result's ``truncated``.  So a
+tight budget shows the start of the memory that answers the query, not a "thanks".
+
 Deduplication: a recent bead that a recalled raw-turn memory was made from (its
 provenance names the bead) appears once, as the bead, with the better of the two
 values; memories with the same text appear once (the best ranked).
@@ -198,6 +204,12 @@ def build_context(mem: Any, query: str | bytes, *, budget: int = 2000, user: str
     top = _top_memories(mem)
     tier = {id(it): SECTIONS.index(it.section) + (2 if it.section == "memories" and it.order >= top else 0)
             for it in items}
+    # the first candidate by priority never goes missing for being too long: cut to fit
+    lead = min(items, key=lambda it: (tier[id(it)], -it.value, rank[id(it)]), default=None)
+    truncated = []
+    if lead is not None and lead.tokens + header_cost[lead.section] > limit:
+        if _truncate(lead, limit - header_cost[lead.section], counter, format):
+            truncated.append(lead.key)
     chosen = fill(sorted(items, key=lambda it: (tier[id(it)], -it.density, rank[id(it)])))
     by_value = fill(sorted(items, key=lambda it: (tier[id(it)], -it.value, rank[id(it)])))
     if sum(it.value for it in by_value) > sum(it.value for it in chosen):
@@ -219,7 +231,37 @@ def build_context(mem: Any, query: str | bytes, *, budget: int = 2000, user: str
                                 for s in SECTIONS}
     dropped["duplicates"] = [d for it in items for d in it.dups]
     return {"text": text, "tokens": tokens, "budget": budget, "margin": margin_f, "limit": limit,
-            "format": format, "tokenizer": counter.name, "sections": sections, "dropped": dropped}
+            "format": format, "tokenizer": counter.name, "sections": sections, "dropped": dropped,
+            "truncated": [k for k in truncated if any(it.key == k for it in chosen)]}
+
+
+def _truncate(it: _Item, room: int, counter: TokenCounter, format: str) -> bool:
+    """Cut ``it``'s text to the most words whose line (with a ``…`` marker) fits ``room``
+    tokens; False (left whole) when not even one word fits."""
+    words = it.obj["text"].split(" ")
+    full = it.obj
+
+    def line(n: int) -> tuple[str, dict]:
+        obj = {**full, "text": " ".join(words[:n]).rstrip() + " …", "truncated": True}
+        it.obj = obj
+        text = _text_line(it) if format == "text" else json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        it.obj = full
+        return text, obj
+
+    lo, hi, best = 1, len(words) - 1, None
+    extra = 1 if format == "json" else 0
+    while lo <= hi:  # the most words that fit (token counts grow with the words)
+        mid = (lo + hi) // 2
+        text, obj = line(mid)
+        n = counter.count(text) + extra
+        if n <= room:
+            best, lo = (text, obj, n), mid + 1
+        else:
+            hi = mid - 1
+    if best is None:
+        return False
+    it.line, it.obj, it.tokens = best
+    return True
 
 
 def _top_memories(mem: Any) -> int:

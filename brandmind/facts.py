@@ -463,7 +463,7 @@ def reconcile(sql: Any, fact: Any, user: str, agent: str | None,
 def current_sql(alias: str = "m", as_of: str | int | None = None, *, now: int | None = None) -> tuple[str, list]:
     """A WHERE fragment (and its args) keeping the memories true now, or true as of a date.
 
-    Now: not retired and not ended (``valid_to`` in the future or unknown).  As of D (world
+    Now: not retired by then and not ended (``valid_to`` in the future or unknown).  As of D (world
     time): ``valid_from <= D < valid_to`` (unknown ends are open), minus the memories retired
     as corrections (``retired_at`` set, ``valid_to`` NULL: they were never true).  System time
     is not filtered for --as-of: what bm learned later about D counts."""
@@ -471,8 +471,9 @@ def current_sql(alias: str = "m", as_of: str | int | None = None, *, now: int | 
         raise ValueError(f"bad table alias {alias!r}")
     a = alias
     if as_of is None:
-        return (f"({a}.retired_at IS NULL AND ({a}.valid_to IS NULL OR {a}.valid_to > ?))",
-                [now if now is not None else now_millis()])
+        t = now if now is not None else now_millis()
+        return (f"(({a}.retired_at IS NULL OR {a}.retired_at > ?) AND ({a}.valid_to IS NULL OR {a}.valid_to > ?))",
+                [t, t])
     d = parse_time(as_of, field="as_of") if not isinstance(as_of, int) else as_of
     return (f"(({a}.valid_from IS NULL OR {a}.valid_from <= ?) AND ({a}.valid_to IS NULL OR {a}.valid_to > ?) "
             f"AND NOT ({a}.retired_at IS NOT NULL AND {a}.valid_to IS NULL))", [d, d])

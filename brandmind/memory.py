@@ -256,7 +256,9 @@ class Memory:
         apart and merged: ``recall_agent_k`` + ``recall_global_k`` of them (config, 5 + 3),
         or ``k`` split in that ratio, one scope filling in when the other runs short.
         Only currently true memories, or those true ``as_of`` a date.  Time words in the
-        query ("last Tuesday") are read relative to ``now`` (default: the clock)."""
+        query ("last Tuesday") are read relative to ``now`` (default: the clock); an explicit
+        ``now`` is also the moment asked about: memories dated after it do not exist yet, and
+        facts retired after it were still current."""
         from .recall import Query, Weights
         from .timewords import find_windows
 
@@ -274,7 +276,7 @@ class Memory:
             user=self._user(user),
             agent=validate.name(agent, what="agent") if agent is not None else None,
             types=tuple(validate.memory_type(t) for t in types),
-            since=parse_time(since, field="since"), until=parse_time(until, field="until"),
+            since=parse_time(since, field="since"), until=_until(parse_time(until, field="until"), now_ms, now),
             now=now_ms, as_of=parse_time(as_of, field="as_of") if as_of is not None else None)
         from .workspace import refresh as refresh_workspace
 
@@ -553,24 +555,85 @@ class Memory:
 
     # -- forgetting -----------------------------------------------------------
     def forget(self, memory_id: str) -> dict:
-        """Remove a memory from every projection; the log keeps a tombstone op."""
+        """Forget a memory and the turns it came from (see :meth:`forget_many`)."""
         item = self.get(memory_id)
         self._forget_ids([memory_id])
         return item
 
-    def _forget_ids(self, ids: list[str]) -> None:
-        if not ids:
-            return
-        op_ids = dict(self.sql.conn.execute(
-            f"SELECT id, op_id FROM memories WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall())
-        from .replication import forget_memory_in_log
+    def forget_bead(self, bead_id: str) -> dict:
+        """Forget one turn (bead) and every memory made from it; returns the bead."""
+        bead = self.get_bead(bead_id)
+        self._forget_ids([], [bead_id])
+        return bead
+
+    def _forget_ids(self, ids: list[str], bead_ids: Iterable[str] = ()) -> dict:
+        """Forget memories and beads, and what they came from or gave: the turns a
+        forgotten memory was made from (its provenance beads) and every memory made from
+        a forgotten turn (its raw-turn memory, facts extracted from it).  One op each
+        (``memory.forget``, ``bead.forget``), so every replica forgets the same set; the
+        adds are redacted in the log, the text scrubbed from the files (oplog.scrub, SQLite
+        secure_delete and a WAL truncate).  Returns ``{"memories", "beads"}`` forgotten."""
+        ids = list(dict.fromkeys(ids))
+        beads = list(dict.fromkeys(bead_ids))
+        for row in self._memory_rows(ids):
+            beads += [p["bead"] for p in json.loads(row["provenance"])
+                      if isinstance(p, dict) and isinstance(p.get("bead"), str) and p["bead"] not in beads]
+        if beads:
+            marks = ",".join("?" * len(beads))
+            ids += [r[0] for r in self.sql.conn.execute(
+                f"SELECT DISTINCT m.id FROM memories m, json_each(m.provenance) p "
+                f"WHERE json_extract(p.value, '$.bead') IN ({marks})", beads) if r[0] not in ids]
+        if not ids and not beads:
+            return {"memories": [], "beads": [], "nodes": []}
+        rows = {r["id"]: r for r in self._memory_rows(ids)}
+        nodes = self._nodes_of(ids)
+        from .replication import forget_bead_in_log, forget_memory_in_log, forget_nodes_in_log
 
         with self.log.write() as t:
             for memory_id in ids:
                 op = t.append("memory.forget", {"id": memory_id})
                 # the text does not linger in the log; a copy of the add arriving later is redacted
-                forget_memory_in_log(t, memory_id, hlc_key(op["hlc"]), op_ids.get(memory_id))
+                row = rows.get(memory_id)
+                forget_memory_in_log(t, memory_id, hlc_key(op["hlc"]), row["op_id"] if row else None)
+                if row:
+                    t.forgotten.append(row["text"])
+                    t.drop_vectors(row["text"])
+            for bead_id in beads:
+                op = t.append("bead.forget", {"id": bead_id})
+                blob = forget_bead_in_log(t, bead_id, hlc_key(op["hlc"]))
+                if blob:
+                    t.dead_blobs.append(blob)
         self._catch_up()
+        # graph nodes only these memories named (e.g. the place in a forgotten fact) go too
+        orphans = sorted(n for n in nodes if not self.sql.conn.execute(
+            "SELECT 1 FROM kg_mentions WHERE node_id=:n UNION ALL SELECT 1 FROM kg_edges "
+            "WHERE src=:n OR dst=:n LIMIT 1", {"n": n}).fetchone())
+        if orphans:
+            with self.log.write() as t:
+                for node in orphans:
+                    op = t.append("kg.node.forget", {"id": node})
+                    forget_nodes_in_log(t, {node}, hlc_key(op["hlc"]))
+            self._catch_up()
+        self.sql.truncate_wal()  # the pages that held the text leave the WAL file too
+        return {"memories": ids, "beads": beads, "nodes": orphans}
+
+    def _nodes_of(self, ids: list[str]) -> set[str]:
+        """The graph nodes that the memories ``ids`` mention or are the evidence of."""
+        if not ids:
+            return set()
+        marks = ",".join("?" * len(ids))
+        rows = self.sql.conn.execute(
+            f"SELECT node_id FROM kg_mentions WHERE memory_id IN ({marks}) UNION "
+            f"SELECT e.src FROM kg_edges e, json_each(e.evidence) j WHERE j.value IN ({marks}) UNION "
+            f"SELECT e.dst FROM kg_edges e, json_each(e.evidence) j WHERE j.value IN ({marks})",
+            (*ids, *ids, *ids))
+        return {r[0] for r in rows if r[0].startswith("n_")}
+
+    def _memory_rows(self, ids: list[str]) -> list[dict]:
+        if not ids:
+            return []
+        return list(self.sql.rows(f"SELECT id, op_id, text, provenance FROM memories "
+                                  f"WHERE id IN ({','.join('?' * len(ids))})", tuple(ids)))
 
     def forget_user(self, user: str) -> dict:
         """Forget everything of one user: memories, beads, graph nodes, core blocks (their
@@ -590,6 +653,7 @@ class Memory:
         from .workspace import forget_user_files
 
         counts["files"] = forget_user_files(self, user)  # the workspace (its chunks went above)
+        self.sql.truncate_wal()
         return counts
 
     def match(self, query: str, *, user: str | None = None, agent: str | None = None,
@@ -606,11 +670,33 @@ class Memory:
             f"WHERE memories_fts MATCH ? AND {where} ORDER BY m.created_at LIMIT ?", (fts, *args, limit))
         return [_memory_out(r) for r in rows]
 
-    def forget_many(self, ids: list[str]) -> int:
+    def forget_many(self, ids: list[str], bead_ids: Iterable[str] = ()) -> dict:
+        """Forget memories (ids) and beads, with the turns and memories they came from or
+        gave (see :meth:`_forget_ids`): ``{"memories": [ids], "beads": [ids]}``."""
         for memory_id in ids:
             self.get(memory_id)
-        self._forget_ids(list(dict.fromkeys(ids)))
-        return len(set(ids))
+        bead_ids = list(bead_ids)
+        for bead_id in bead_ids:
+            self.get_bead(bead_id)
+        return self._forget_ids(list(ids), bead_ids)
+
+    def match_beads(self, query: str, *, user: str | None = None, limit: int = 1000) -> list[dict]:
+        """The user's beads containing every word of ``query`` (what ``forget --match``
+        removes beside the memories: a turn kept only as a bead, e.g. `bm beads add`)."""
+        import re
+
+        words = re.findall(r"\w+", validate.text(query, what="query").casefold())
+        if not words:
+            return []
+        out = []
+        for bead_id in self.log.bead_ids(self._user(user), None):
+            bead = self.get_bead(bead_id)
+            have = set(re.findall(r"\w+", bead["content"].casefold()))
+            if all(w in have for w in words):
+                out.append(bead)
+                if len(out) >= limit:
+                    break
+        return out
 
     # -- beads ------------------------------------------------------------------
     def _bead_payload(self, content: str, *, user: str, role: str, speaker: str | None,
@@ -1034,6 +1120,13 @@ def _redacted(op: dict) -> dict:
     if op["kind"] == "kg.node":  # the owner stays (named by the user.forget op anyway): a replica that
         return {"id": p["id"], "user": p.get("user"), "redacted": True}  # gets it late knows whose it was
     return {"id": p["id"], "redacted": True}
+
+
+def _until(until_ms: int | None, now_ms: int, now: Any) -> int | None:
+    """The recall window's end: with an explicit ``now``, nothing dated after it (exclusive end)."""
+    if now is None:
+        return until_ms
+    return now_ms + 1 if until_ms is None else min(until_ms, now_ms + 1)
 
 
 # -- output shapes ----------------------------------------------------------------

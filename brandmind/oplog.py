@@ -30,7 +30,7 @@ import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import orjson
 
@@ -110,6 +110,19 @@ class BlobStore:
             raise StoreCorrupt(f"blob {digest} is corrupt", hint="run `bm doctor`")
         return data
 
+    def remove(self, digest: str) -> None:
+        """Delete a blob, first overwriting its bytes (a forgotten turn leaves no copy)."""
+        path = self._path(digest)
+        try:
+            with open(path, "r+b") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                fh.write(b"\0" * size)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except FileNotFoundError:
+            return
+        path.unlink(missing_ok=True)
+
     def digests(self) -> Iterator[str]:
         if self.root.exists():
             for sub in self.root.iterdir():
@@ -164,13 +177,65 @@ class OpLog:
     @contextmanager
     def write(self) -> Iterator["LogTxn"]:
         txn = self.env.begin(write=True)
+        t = LogTxn(self, txn)
         try:
-            yield LogTxn(self, txn)
+            yield t
         except BaseException:
             txn.abort()
             raise
         else:
             txn.commit()
+        if t.forgotten:  # text redacted by this transaction: its dead copies go too
+            self.scrub(t.forgotten)
+        if t.dead_blobs:
+            self.drop_blobs(t.dead_blobs)
+
+    def drop_blobs(self, digests: Iterable[str]) -> None:
+        """Delete the blob files of forgotten beads that no bead here holds any more."""
+        doomed = set(digests)
+        with self.read() as txn:
+            for _, raw in txn.cursor(db=self.db["beads"]):
+                if b'"blob"' in raw:
+                    doomed.discard(loads(raw).get("blob"))
+        for digest in doomed:
+            BlobStore(self.path.parent / "blobs").remove(digest)
+
+    def scrub(self, texts: Iterable[str]) -> int:
+        """Overwrite the copies of forgotten ``texts`` that LMDB left behind.
+
+        LMDB copies a page on write, so a redacted op's old payload stays in a freed page
+        (and a deleted value in a page's free space) until the page is reused.  Under the
+        write lock (no other writer), each text that no live value holds any more is
+        overwritten with ``*`` wherever its bytes (raw or JSON-escaped) are in the file;
+        a text still held by a live value (another turn said the same) is left alone.
+        Returns how many copies were overwritten."""
+        import mmap
+        import re
+
+        needles: set[bytes] = set()
+        for text in texts:
+            if len(text) >= SCRUB_MIN_CHARS:
+                needles.add(text.encode("utf-8"))
+                needles.add(orjson.dumps(text)[1:-1])
+        if not needles:
+            return 0
+        data = self.path / "data.mdb"
+        with self.env.begin(write=True) as txn:  # held only for the lock: writes nothing
+            for name in ("ops", "beads"):
+                for _, value in txn.cursor(db=self.db[name]):
+                    needles = {n for n in needles if n not in value}
+                    if not needles:
+                        return 0
+            pattern = re.compile(b"|".join(re.escape(n) for n in sorted(needles, key=len, reverse=True)))
+            hits = 0
+            with open(data, "r+b") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                spots = [(m.start(), m.end() - m.start()) for m in pattern.finditer(mm)]
+                for start, size in spots:
+                    os.pwrite(fh.fileno(), b"*" * size, start)
+                    hits += 1
+                if hits:
+                    os.fsync(fh.fileno())
+        return hits
 
     @contextmanager
     def read(self) -> Iterator[Any]:
@@ -291,6 +356,9 @@ class LogTxn:
         # ops key -> (arrival, op as stored) of the ops received in this transaction, when
         # its caller asks (replication.receive_batch: the projection then needs no read back)
         self.fresh: dict[bytes, tuple[int, dict]] | None = None
+        # texts this transaction redacted or deleted: scrubbed from the file after commit
+        self.forgotten: list[str] = []
+        self.dead_blobs: list[str] = []  # blobs of forgotten beads: deleted after commit
 
     def _meta_int(self, key: bytes) -> int:
         return int.from_bytes(self.txn.get(key, db=self.db["meta"]), "big")
@@ -329,6 +397,7 @@ class LogTxn:
         if raw is None:
             return
         op = loads(raw)
+        self.forgotten.extend(_texts(op["payload"]))
         op["payload"] = payload
         self.txn.put(key, dumps(op), db=self.db["ops"])
         if self.fresh is not None and key in self.fresh:
@@ -344,6 +413,11 @@ class LogTxn:
     def put_bead(self, bead: dict) -> None:
         self.txn.put(bead["id"].encode(), dumps(bead), db=self.db["beads"])
         self.txn.put(_bead_time_key(bead), b"", db=self.db["bead_time"])
+
+    def forget_bead(self, bead: dict) -> None:
+        """Delete a bead and have its text scrubbed (its blob is removed by the caller)."""
+        self.forgotten.extend(_texts(bead))
+        self.delete_bead(bead)
 
     def delete_bead(self, bead: dict) -> None:
         self.txn.delete(bead["id"].encode(), db=self.db["beads"])
@@ -362,9 +436,11 @@ class LogTxn:
     def set_bead_key(self, key: str, bead_id: str) -> None:
         self.txn.put(key.encode(), bead_id.encode(), db=self.db["bead_keys"])
 
-    def note_bead_hlc(self, bead_id: str, hk: str) -> None:
-        """The HLC key of a bead's op (a user.forget removes only beads stamped before it)."""
+    def note_bead_hlc(self, bead_id: str, hk: str, op_id: str) -> None:
+        """The HLC key of a bead's op (a user.forget removes only beads stamped before it)
+        and the op's id (a bead.forget redacts it)."""
         self.txn.put(b"bh\0" + bead_id.encode(), hk.encode(), db=self.db["sync"])
+        self.txn.put(b"bo\0" + bead_id.encode(), op_id.encode(), db=self.db["sync"])
 
     def bead_hlc(self, bead_id: str) -> str | None:
         raw = self.txn.get(b"bh\0" + bead_id.encode(), db=self.db["sync"])
@@ -375,6 +451,14 @@ class LogTxn:
 
     def cached_vector(self, model: str, text: str) -> bytes | None:
         return self.txn.get(text_key(model, text), db=self.db["vcache"])
+
+    def drop_vectors(self, text: str) -> None:
+        """Remove the cached vectors of a forgotten text (of every model)."""
+        digest = hashlib.sha256(text.encode()).digest()[:16]
+        cur = self.txn.cursor(db=self.db["vcache"])
+        doomed = [key for key in cur.iternext(keys=True, values=False) if key.endswith(b"\0" + digest)]
+        for key in doomed:
+            self.txn.delete(key, db=self.db["vcache"])
 
     def user_bead_ids(self, user: str) -> list[str]:
         prefix = user.encode() + b"\0"
@@ -389,6 +473,25 @@ class LogTxn:
     def clear(self, *names: str) -> None:
         for name in names:
             self.txn.drop(self.db[name], delete=False)
+
+
+SCRUB_MIN_CHARS = 4  # shorter texts ("yes", "ok") are everywhere: nothing to scrub
+_TEXT_FIELDS = ("text", "content", "name", "object", "subject")
+
+
+def _texts(payload: Any) -> list[str]:
+    """The user-written strings of an op payload or a bead (what a forget must not leave)."""
+    out: list[str] = []
+    if isinstance(payload, dict):
+        for key, value in payload.items():
+            if isinstance(value, str) and key in _TEXT_FIELDS:
+                out.append(value)
+            elif isinstance(value, (dict, list)):
+                out.extend(_texts(value))
+    elif isinstance(payload, list):
+        for value in payload:
+            out.extend(_texts(value))
+    return out
 
 
 def _bead_time_key(bead: dict) -> bytes:

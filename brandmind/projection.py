@@ -37,6 +37,12 @@ Op kinds and their payloads:
                    updated_at = max(updated_at, ts).  It never reads the merged rows, so
                    forgetting one later changes nothing on replay.  No text in the payload
 ``memory.forget`` {id}: remove wins; the id is tombstoned, so a late add cannot resurrect it
+``bead.forget``   {id}: a turn forgotten (``bm beads rm``, or with a memory made from it): LMDB
+                   only (brandmind/replication.py forget_bead_in_log): the bead goes, its add
+                   is redacted, a late add is stored redacted (remove wins)
+``kg.node.forget`` {id}: a graph node forgotten (left with no edge or mention by a forget):
+                   the id is tombstoned with its edges and mentions; its add and those of
+                   its edges and mentions are redacted in the log (remove wins)
 ``user.forget``   {user}: every memory, bead and graph node of the user stamped before it
                    goes (whenever it arrives), and their persona assignments; the user's
                    tombstone keeps the latest forget's HLC
@@ -125,7 +131,7 @@ def apply_log_side(txn: LogTxn, op: dict, hk: str | None = None) -> None:
     if kind == "bead.add":
         bead = p["bead"]
         txn.put_bead(bead)
-        txn.note_bead_hlc(bead["id"], hk or hlc_key(op["hlc"]))
+        txn.note_bead_hlc(bead["id"], hk or hlc_key(op["hlc"]), op["id"])
         if bead.get("key"):
             known = txn.bead_for_key(bead["key"])
             if known is None or bead["id"] < known or txn.get_bead(known) is None:
@@ -140,7 +146,7 @@ def apply_log_side(txn: LogTxn, op: dict, hk: str | None = None) -> None:
 
 
 # kinds whose only projection is in LMDB (apply_log_side)
-_LOG_ONLY = frozenset({"bead.add"})
+_LOG_ONLY = frozenset({"bead.add", "bead.forget"})
 
 
 def apply_sql_side(sql: SQLStore, op: dict, vector_for: VectorFor) -> None:
@@ -191,6 +197,8 @@ def apply_sql_side(sql: SQLStore, op: dict, vector_for: VectorFor) -> None:
                          _apply_to_memory)
     elif kind == "memory.forget":
         converge.kill_memory(sql, p["id"], hk)
+    elif kind == "kg.node.forget":
+        converge.kill_node(sql, p["id"])
     elif kind == "user.forget":
         user = p["user"]
         converge.tombstone(sql, "user:" + user, hk)

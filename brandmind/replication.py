@@ -161,6 +161,9 @@ def _check_shape(op: Any) -> tuple[str, int]:
     return replica, seq
 
 
+FORGETS = frozenset({"memory.forget", "bead.forget", "kg.node.forget", "user.forget"})
+
+
 def receive(t: "LogTxn", op: dict, *, max_skew_ms: int, now_ms: int | None = None,
             counters: Counters | None = None, held: "Held | None" = None) -> bool | None:
     """See the module docstring.  Returns False for an op stored already, None for an op
@@ -212,6 +215,12 @@ def receive(t: "LogTxn", op: dict, *, max_skew_ms: int, now_ms: int | None = Non
             t.txn.put(b"ma\0" + p["id"].encode(), op["id"].encode(), db=t.db["sync"])
         elif kind == "memory.forget":
             forget_memory_in_log(t, p["id"], hk)
+        elif kind == "kg.node.forget":
+            forget_nodes_in_log(t, {p["id"]}, hk)
+        elif kind == "bead.forget":
+            blob = forget_bead_in_log(t, p["id"], hk)
+            if blob:
+                t.dead_blobs.append(blob)
         elif kind == "user.forget":
             forget_user_in_log(t, op)
     apply_log_side(t, op, hk)
@@ -236,6 +245,9 @@ def _remove_wins(t: "LogTxn", op: dict, hk: str) -> dict:
         return p
     if kind == "memory.add" and isinstance(p.get("id"), str) and _get_str(t, b"fm\0" + p["id"].encode()):
         return {"id": p["id"], "redacted": True}
+    if kind == "bead.add" and isinstance(p.get("bead"), dict) and isinstance(p["bead"].get("id"), str) \
+            and _get_str(t, b"fb\0" + p["bead"]["id"].encode()):
+        return {"id": p["bead"]["id"], "redacted": True}
     user = _owner(op)
     if user is not None:
         gone = _get_str(t, b"fu\0" + user.encode())
@@ -244,8 +256,9 @@ def _remove_wins(t: "LogTxn", op: dict, hk: str) -> dict:
 
             if _owned_by(op, user):
                 return _redacted(op)
-    if kind in ("kg.edge", "kg.mention"):
-        ends = (p.get("src"), p.get("dst")) if kind == "kg.edge" else (p.get("node"),)
+    if kind in ("kg.edge", "kg.mention", "kg.node"):
+        ends = {"kg.edge": (p.get("src"), p.get("dst")), "kg.mention": (p.get("node"),),
+                "kg.node": (p.get("id"),)}[kind]
         for end in ends:
             if isinstance(end, str):
                 gone = _get_str(t, b"fn\0" + end.encode())
@@ -262,6 +275,41 @@ def forget_memory_in_log(t: "LogTxn", memory_id: str, hk: str, add_op: str | Non
     add_op = add_op or _get_str(t, b"ma\0" + memory_id.encode())
     if add_op:
         t.redact(add_op, {"id": memory_id, "redacted": True})
+
+
+def forget_bead_in_log(t: "LogTxn", bead_id: str, hk: str) -> str | None:
+    """A ``bead.forget``: the bead leaves the LMDB projections, the op that added it is
+    redacted, and an add of it arriving later is stored redacted (remove wins).  Returns
+    the digest of the bead's blob, for the caller to delete once no bead holds it."""
+    _put_max(t, b"fb\0" + bead_id.encode(), hk)
+    bead = t.get_bead(bead_id)
+    if bead is not None:
+        t.forget_bead(bead)
+    add_op = _get_str(t, b"bo\0" + bead_id.encode())
+    if add_op is None:  # a bead stored before the op index existed: look for its add
+        add_op = next((op_id for op_id, o in t.iter_ops() if o["kind"] == "bead.add"
+                       and not o["payload"].get("redacted") and o["payload"]["bead"].get("id") == bead_id), None)
+    if add_op is not None:
+        t.redact(add_op, {"id": bead_id, "redacted": True})
+    return bead.get("blob") if bead else None
+
+
+def forget_nodes_in_log(t: "LogTxn", node_ids: set[str], hk: str) -> None:
+    """``kg.node.forget`` ops: the nodes' adds are redacted (their names leave the log), and
+    their edges and mentions stamped before ``hk`` (arriving now or later) are redacted."""
+    from .memory import _redacted
+
+    for node in node_ids:
+        _put_max(t, b"fn\0" + node.encode(), hk)
+    for op_id, o in list(t.iter_ops()):
+        p = o["payload"]
+        if p.get("redacted") or hlc_key(o["hlc"]) >= hk:
+            continue
+        if o["kind"] == "kg.node" and p.get("id") in node_ids:
+            t.redact(op_id, _redacted(o))
+        elif o["kind"] in ("kg.edge", "kg.mention") and node_ids.intersection(
+                (p.get("node"),) if o["kind"] == "kg.mention" else (p.get("src"), p.get("dst"))):
+            t.redact(op_id, _redacted(o))
 
 
 def forget_user_in_log(t: "LogTxn", op: dict) -> int:

@@ -295,6 +295,16 @@ class SQLStore:
         c.execute("INSERT INTO memories_fts(rowid, text) VALUES(?,?)", (rowid, m["text"]))
         c.execute(VEC_INSERT, (rowid, m["user"], vector, m.get("agent") or "", m["type"], m["ts"]))
 
+    def truncate_wal(self) -> None:
+        """Checkpoint and empty the WAL file (it keeps old page images: a forgotten text's
+        too).  Best effort: a reader in another process may keep part of it for now."""
+        import apsw
+
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except apsw.BusyError:
+            pass
+
     def delete_memory(self, memory_id: str) -> str | None:
         """Remove a memory from every projection; returns its op id (None if absent)."""
         c = self.conn

@@ -38,6 +38,11 @@ def context(
         return
     if result["text"]:
         sys.stdout.write(result["text"] + "\n")
+    dropped = [k for s, keys in result["dropped"].items() if s != "duplicates" for k in keys]
+    if result["truncated"]:
+        info(f"note: {result['truncated'][0]} was cut to fit --budget {budget} (marked …); a larger budget shows it whole")
+    elif not result["text"] and dropped:
+        info(f"note: nothing fits in --budget {budget} tokens ({len(dropped)} candidate(s) left out); raise --budget")
     if sys.stderr.isatty():
         dropped = sum(len(v) for k, v in result["dropped"].items() if k != "duplicates")
         info(f"{result['tokens']} of {result['budget']} tokens ({result['tokenizer']}); {dropped} candidate(s) left out")

