@@ -15,8 +15,13 @@ out-of-order application of one origin's ops each break it.
    Receiving an op moves the local clock past it (``replication.receive``: HLC receive
    rule), so an edit made after seeing another's is stamped after it even if the local
    wall clock is behind.  An op stamped more than ``sync_max_skew_ms`` (config, default 5
-   minutes) ahead of local time is refused with ``ClockSkew``, which names the skew
-   (``replication.receive``): a runaway clock would otherwise win every LWW register.
+   minutes) ahead of local time is held (``replication.Held``): set aside, not applied, and
+   the local clock does not move; so are its replica's later ops.  A runaway clock would
+   otherwise win every LWW register and drag every clock that saw it along.  Held ops are
+   applied once within the window (re-checked by every batch and round) or when the user
+   accepts them (``bm sync accept``: the clock then moves past them).  A round also compares
+   the device's clock with the S3 server's ``Date`` and, beyond the window ahead, pushes none
+   of its ops stamped past the server's time plus the window (``engine._clock_check``).
 
 1. Sync state: a version vector per replica (replica -> highest contiguous seq held),
    ``OpLog.version_vector`` (kept in LMDB ``sync``/``vv``), not a vector clock on every op.
