@@ -65,11 +65,12 @@ from .errors import BMError, InvalidInput
 from .extract import Fact
 
 # single-valued predicates: a new object replaces the old one
-FUNCTIONAL = frozenset({"name", "lives_in", "works_at", "works_as", "is_married_to", "age"})
+FUNCTIONAL = frozenset({"name", "lives_in", "works_at", "works_as", "is_married_to", "age", "diet", "birthday",
+                        "born_on", "birth_year"})
 # multi-valued ones named in the shared vocabulary (any other predicate is multi-valued too)
 MULTI_VALUED = frozenset({"likes", "dislikes", "has", "friend_of", "visited", "attended", "plans",
                           "decided", "moved_to", "started", "partner_of", "child_of", "parent_of",
-                          "sibling_of", "loves", "hates"})
+                          "sibling_of", "loves", "hates", "moved_from"})
 ANTONYMS = {"likes": "dislikes", "dislikes": "likes", "loves": "hates", "hates": "loves"}
 VERDICTS = ("duplicate", "update", "contradiction", "unrelated")
 ACTIONS = ("added", "confirmed", "updated", "contradicted")
@@ -99,11 +100,29 @@ def norm(value: str | None) -> str:
     return _ARTICLE.sub("", s)
 
 
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+@lru_cache(maxsize=4096)
+def normalize_predicate(value: str) -> str:
+    """The one spelling of a predicate: "lives in", "Lives In", "lives-in", "livesIn" and
+    "lives_in" are all ``lives_in`` (NFKC, camelCase split, case-folded, every run of spaces,
+    hyphens and underscores one ``_``, none at the ends).  Never raises; what is left may
+    still be invalid ("lives in!": see :func:`predicate_name`).  Every way a fact or edge enters uses it (store_facts,
+    ``bm facts add``, ``bm kg link``, both extractors), the projection applies it to every
+    ``memory.add`` / ``kg.edge`` op (ops from older peers, imports, ``bm rebuild``), and
+    reconciliation compares stored predicates through it (rows projected before it)."""
+    if not isinstance(value, str):
+        return value
+    s = _CAMEL.sub("_", unicodedata.normalize("NFKC", value).strip())
+    return re.sub(r"[\s_-]+", "_", s.casefold()).strip("_")
+
+
 def predicate_name(value: Any) -> str:
     """A predicate as stored: snake_case ASCII ("Lives in" -> "lives_in")."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput("a fact needs a predicate", hint='e.g. "predicate": "lives_in"')
-    p = re.sub(r"[\s\-]+", "_", value.strip().casefold())
+    p = normalize_predicate(value)
     if not _PREDICATE.match(p):
         raise InvalidInput(f"invalid predicate {value!r}",
                            hint="a predicate is a snake_case verb of letters, digits and _, "
@@ -284,6 +303,7 @@ def _ensure_norm_function(sql: Any) -> None:
     """``bm_norm(text)`` in SQL (the connection's own function; nothing stored uses it)."""
     if not getattr(sql, "_bm_norm", False):
         sql.conn.create_scalar_function("bm_norm", norm, 1, deterministic=True)
+        sql.conn.create_scalar_function("bm_predicate", normalize_predicate, 1, deterministic=True)
         sql._bm_norm = True
 
 
@@ -314,9 +334,10 @@ def subject_facts(sql: Any, user: str, subject: str, agent: str | None = None, *
     else:
         where.append("(agent_id IS NULL OR agent_id = ?)")
         args.append(agent)
-    if predicates is not None:
-        where.append(f"predicate IN ({','.join('?' * len(predicates))})")
-        args.extend(predicates)
+    if predicates is not None:  # compared normalised: rows projected before predicates were
+        _ensure_norm_function(sql)
+        where.append(f"bm_predicate(predicate) IN ({','.join('?' * len(predicates))})")
+        args.extend(normalize_predicate(p) for p in predicates)
     for column, value in (("object", object), ("text", text)):
         if value is not None:
             _ensure_norm_function(sql)
@@ -326,7 +347,7 @@ def subject_facts(sql: Any, user: str, subject: str, agent: str | None = None, *
         "SELECT rowid, id, text, subject, predicate, object, valid_from, valid_to, created_at AS ts, "
         "recorded_at, retired_at, coalesce(json_extract(meta, '$.negated'), 0) AS negated "
         f"FROM memories WHERE user_id = ? AND {' AND '.join(where)} ORDER BY recorded_at, id", tuple(args))
-    return [{**r, "negated": bool(r["negated"])} for r in rows]
+    return [{**r, "negated": bool(r["negated"]), "predicate": normalize_predicate(r["predicate"])} for r in rows]
 
 
 def _retired_versions(sql: Any, user: str, fact: FactInput, agent: str | None) -> list[dict]:

@@ -27,6 +27,23 @@ hop count; once more than ``limit`` items are known, no new ones are added and
 :func:`history` follows a fact's versions (same subject and predicate, supersession,
 ``contradicts`` links) transitively.  The functions take the ``Memory`` as first
 argument; ``Memory`` keeps thin methods with the public signatures.
+
+Repair (``bm kg list / rm / merge``):
+
+* :func:`add_node` returns the user's existing node with the same normalised name (and
+  type; the default type ``entity`` matches a node of any type) instead of a twin;
+  :func:`add_edge` creates the end nodes it cannot find by id or name.
+* :func:`remove_node` appends ``kg.node.remove {id, user, ts}``: the node, its edges and
+  its mentions go from the graph (the facts, i.e. memories, stay: ``bm forget`` removes
+  those); the id is tombstoned, so edges and mentions of it that arrive later (sync)
+  are dropped and a late add of it cannot bring it back (remove wins).
+* :func:`merge_nodes` appends ``kg.node.merge {id, into, user, ts}``: the edges and
+  mentions of node ``id`` move to ``into`` and ``id`` goes.  The move is remembered
+  (tombstone ``merged:<id>`` = ``<hlc>\x1f<into>``, the greatest HLC wins), so an edge or
+  mention of ``id`` that arrives later (another device, a rebuild) lands on ``into``
+  (following merges in a chain; dropped if the end node was removed).  Both commute with
+  every other op except one case: two devices merging the same node into two different
+  nodes before they sync keep the edges where each merge put them.
 """
 from __future__ import annotations
 
@@ -41,16 +58,37 @@ from .errors import InvalidInput, NotFound, UsageError
 
 
 # -- nodes and edges ------------------------------------------------------------------------
-def add_node(mem: Any, name: str, *, type: str = "entity", user: str | None = None,
+GENERIC_TYPE = "entity"  # a node of no particular type: matches a node of any type by name
+
+
+def add_node(mem: Any, name: str, *, type: str | None = GENERIC_TYPE, user: str | None = None,
              labels: Iterable[str] = (), meta: dict | None = None) -> dict:
-    """``Memory.kg_add_node``: a new node (op ``kg.node``)."""
-    payload = {"id": new_id("n"), "user": mem._user(user), "type": validate.name(type, what="node type"),
-               "name": validate.text(name, what="node name", limit=512), "labels": list(labels),
-               "meta": validate.meta(meta), "ts": now_millis()}
+    """``Memory.kg_add_node``: the user's node with this (normalised) name and type if there
+    is one (``created: False``; type ``entity`` or None matches any type when one node has
+    the name), else a new node (op ``kg.node``, ``created: True``)."""
+    u = mem._user(user)
+    kind = validate.name(type or GENERIC_TYPE, what="node type")
+    name = validate.text(name, what="node name", limit=512)
+    labels, meta = list(labels), validate.meta(meta)
+    mem._catch_up()
+    same = _named(mem, u, name)
+    exact = [r for r in same if r["type"] == kind]
+    found = exact or (same if kind == GENERIC_TYPE and len(same) == 1 else [])
+    if found:
+        return {**mem.kg_node(found[0]["id"]), "created": False}
+    payload = {"id": new_id("n"), "user": u, "type": kind, "name": name, "labels": labels,
+               "meta": meta, "ts": now_millis()}
     with mem.log.write() as t:
         t.append("kg.node", payload)
     mem._catch_up()
-    return mem.kg_node(payload["id"])
+    return {**mem.kg_node(payload["id"]), "created": True}
+
+
+def _named(mem: Any, user: str, name: str) -> list[dict]:
+    """The user's nodes whose normalised name is that of ``name``, oldest first."""
+    F._ensure_norm_function(mem.sql)
+    return list(mem.sql.rows("SELECT * FROM kg_nodes WHERE user_id=? AND bm_norm(name)=? ORDER BY created_at, id",
+                             (user, F.norm(name))))
 
 
 def get_node(mem: Any, ref: str, *, user: str | None = None) -> dict:
@@ -60,9 +98,14 @@ def get_node(mem: Any, ref: str, *, user: str | None = None) -> dict:
         rows = list(mem.sql.rows("SELECT * FROM kg_nodes WHERE user_id=? AND name=? ORDER BY created_at",
                                  (mem._user(user), ref)))
     if not rows:
-        raise NotFound(f"no graph node {ref!r}", hint="create one with `bm kg node NAME`")
+        rows = _named(mem, mem._user(user), ref)
+    if not rows:
+        into = merged_into(mem.sql, ref)
+        raise NotFound(f"no graph node {ref!r}" + (f" (it was merged into {into})" if into else ""),
+                       hint=f"use {into}" if into else "create one with `bm kg node NAME`; list them with `bm kg list`")
     if len(rows) > 1:
-        raise UsageError(f"{len(rows)} nodes are named {ref!r}", hint="refer to the node by its id")
+        raise UsageError(f"{len(rows)} nodes are named {ref!r}: " + ", ".join(f"{r['id']} ({r['type']})" for r in rows),
+                         hint="refer to the node by its id, or merge them: `bm kg merge ID1 ID2`")
     node = _node_out(rows[0])
     nid = node["id"]
     node["edges"] = [_edge_out(e) for e in mem.sql.rows(
@@ -72,31 +115,50 @@ def get_node(mem: Any, ref: str, *, user: str | None = None) -> dict:
     return node
 
 
+def _end(mem: Any, ref: str, user: str | None, created: list[dict]) -> dict:
+    """A link's end: the node with that id or (normalised) name, else a new ``entity`` node
+    named ``ref`` (not for what looks like a node id: a typo there is an error)."""
+    try:
+        return mem.kg_node(ref, user=user)
+    except NotFound:
+        if ref.startswith("n_") and " " not in ref:
+            raise
+    node = add_node(mem, ref, user=user)
+    created.append({"id": node["id"], "name": node["name"], "type": node["type"]})
+    return node
+
+
 def add_edge(mem: Any, src: str, dst: str, predicate: str, *, weight: float = 1.0,
              evidence: Iterable[str] = (), meta: dict | None = None, user: str | None = None) -> dict:
     """``Memory.kg_link``: an edge between nodes (op ``kg.edge``), or a mention node ->
-    memory (op ``kg.mention``)."""
-    a = mem.kg_node(src, user=user)
-    if dst.startswith("m_") and predicate == "mentions":
-        mem.get(dst)
-        with mem.log.write() as t:
-            t.append("kg.mention", {"node": a["id"], "memory": dst})
-        mem._catch_up()
-        return {"node": a["id"], "memory": dst, "predicate": "mentions"}
-    b = mem.kg_node(dst, user=user)
+    memory (op ``kg.mention``).  An end given by a name no node has is created (type
+    ``entity``) and listed under ``created``; the predicate is normalised ("lives in" ->
+    ``lives_in``)."""
+    predicate = F.predicate_name(predicate)
     try:
         weight = float(weight)
     except (TypeError, ValueError):
         weight = float("nan")
     if not math.isfinite(weight):  # NaN would be stored as NULL and the edge silently lost
         raise InvalidInput(f"weight must be a finite number, got {weight!r}", hint="e.g. --weight 0.8")
-    payload = {"id": new_id("e"), "src": a["id"], "dst": b["id"],
-               "predicate": validate.name(predicate, what="predicate"), "weight": weight,
-               "evidence": list(evidence), "meta": validate.meta(meta), "ts": now_millis()}
+    created: list[dict] = []
+    if dst.startswith("m_") and predicate == "mentions":
+        mem.get(dst)
+        a = _end(mem, src, user, created)
+        with mem.log.write() as t:
+            t.append("kg.mention", {"node": a["id"], "memory": dst})
+        mem._catch_up()
+        return {"node": a["id"], "memory": dst, "predicate": "mentions", "created": created}
+    meta, evidence = validate.meta(meta), list(evidence)  # checked before any node is made
+    a = _end(mem, src, user, created)
+    b = _end(mem, dst, user, created)
+    payload = {"id": new_id("e"), "src": a["id"], "dst": b["id"], "predicate": predicate, "weight": weight,
+               "evidence": evidence, "meta": meta, "ts": now_millis()}
     with mem.log.write() as t:
         t.append("kg.edge", payload)
     mem._catch_up()
-    return _edge_out(next(mem.sql.rows("SELECT * FROM kg_edges WHERE id=?", (payload["id"],))))
+    return {**_edge_out(next(mem.sql.rows("SELECT * FROM kg_edges WHERE id=?", (payload["id"],)))),
+            "created": created}
 
 
 def find_node(mem: Any, ref: str, user: str | None) -> dict:
@@ -111,11 +173,132 @@ def find_node(mem: Any, ref: str, user: str | None) -> dict:
             rows = list(mem.sql.rows("SELECT * FROM kg_nodes WHERE user_id=? AND bm_norm(name)=? "
                                      "ORDER BY created_at, id", (u, F.norm(ref))))
     if not rows:
-        raise NotFound(f"no graph node or memory {ref!r}",
-                       hint="give a node id or name (`bm kg show NAME`) or a memory id")
+        into = merged_into(mem.sql, ref)
+        raise NotFound(f"no graph node or memory {ref!r}" + (f" (it was merged into {into})" if into else ""),
+                       hint="give a node id or name (`bm kg list`) or a memory id")
     if len(rows) > 1:
-        raise UsageError(f"{len(rows)} nodes are named {ref!r}", hint="refer to the node by its id")
+        raise UsageError(f"{len(rows)} nodes are named {ref!r}: " + ", ".join(f"{r['id']} ({r['type']})" for r in rows),
+                         hint="refer to the node by its id, or merge them: `bm kg merge ID1 ID2`")
     return rows[0]
+
+
+# -- repair: list, remove, merge --------------------------------------------------------------
+def list_nodes(mem: Any, *, user: str | None = None, type: str | None = None, name: str | None = None,
+               limit: int = 100) -> list[dict]:
+    """The user's nodes (of ``type``; whose normalised name contains ``name``), by name, each
+    with how many edges and mentions it has."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise UsageError(f"limit must be a positive whole number, got {limit!r}", hint="e.g. --limit 50")
+    where, args = ["n.user_id = ?"], [mem._user(user)]
+    if type is not None:
+        where.append("n.type = ?")
+        args.append(validate.name(type, what="node type"))
+    if name is not None:
+        F._ensure_norm_function(mem.sql)
+        where.append("instr(bm_norm(n.name), ?) > 0")
+        args.append(F.norm(name))
+    rows = mem.sql.rows(
+        "SELECT n.*, (SELECT count(*) FROM kg_edges e WHERE e.src = n.id OR e.dst = n.id) AS edges, "
+        "(SELECT count(*) FROM kg_mentions k WHERE k.node_id = n.id) AS mentions "
+        f"FROM kg_nodes n WHERE {' AND '.join(where)} ORDER BY n.name COLLATE NOCASE, n.created_at, n.id LIMIT ?",
+        (*args, limit))
+    return [{**_node_out(r), "edges": r["edges"], "mentions": r["mentions"]} for r in rows]
+
+
+def remove_node(mem: Any, ref: str, *, user: str | None = None) -> dict:
+    """``bm kg rm``: the node goes with its edges and mentions (op ``kg.node.remove``)."""
+    mem._catch_up()
+    row = find_node(mem, ref, user)
+    c = mem.sql.conn
+    edges = c.execute("SELECT count(*) FROM kg_edges WHERE src=? OR dst=?", (row["id"], row["id"])).fetchone()[0]
+    mentions = c.execute("SELECT count(*) FROM kg_mentions WHERE node_id=?", (row["id"],)).fetchone()[0]
+    with mem.log.write() as t:
+        t.append("kg.node.remove", {"id": row["id"], "user": row["user_id"], "ts": now_millis()})
+    mem._catch_up()
+    return {"removed": row["id"], "name": row["name"], "type": row["type"], "user": row["user_id"],
+            "edges": edges, "mentions": mentions}
+
+
+def merge_nodes(mem: Any, ref: str, into_ref: str, *, user: str | None = None) -> dict:
+    """``bm kg merge A B``: A's edges and mentions move to B and A goes (op ``kg.node.merge``)."""
+    mem._catch_up()
+    a, b = find_node(mem, ref, user), find_node(mem, into_ref, user)
+    if a["id"] == b["id"]:
+        raise UsageError(f"{ref!r} and {into_ref!r} are the same node ({a['id']})",
+                         hint="give two different nodes: `bm kg merge FROM INTO`")
+    if a["user_id"] != b["user_id"]:
+        raise InvalidInput(f"{a['id']} and {b['id']} belong to different users ({a['user_id']}, {b['user_id']})",
+                           hint="merge nodes of one user")
+    c = mem.sql.conn
+    edges = c.execute("SELECT count(*) FROM kg_edges WHERE src=? OR dst=?", (a["id"], a["id"])).fetchone()[0]
+    mentions = c.execute("SELECT count(*) FROM kg_mentions WHERE node_id=?", (a["id"],)).fetchone()[0]
+    with mem.log.write() as t:
+        t.append("kg.node.merge", {"id": a["id"], "into": b["id"], "user": a["user_id"], "ts": now_millis()})
+    mem._catch_up()
+    return {"merged": a["id"], "into": b["id"], "name": b["name"], "edges_moved": edges,
+            "mentions_moved": mentions, "node": mem.kg_node(b["id"])}
+
+
+# -- the projection of kg.node.remove / kg.node.merge (called by projection.apply_sql_side) ------
+MERGED = "merged:"  # tombstones key of a merged node: value "<hlc key>\x1f<into id>"
+
+
+def merged_into(sql: Any, node_id: str, *, hops: int = 16) -> str | None:
+    """Where a merged node's edges go now (following merges), or None if it was not merged."""
+    target, here = None, node_id
+    for _ in range(hops):
+        row = sql.conn.execute("SELECT hlc FROM tombstones WHERE id=?", (MERGED + here,)).fetchone()
+        if row is None or "\x1f" not in row[0]:
+            break
+        here = target = row[0].split("\x1f", 1)[1]
+        if here == node_id:
+            break
+    return target
+
+
+def apply_remove(sql: Any, p: dict) -> None:
+    from . import converge
+
+    converge.kill_node(sql, p["id"])
+
+
+def apply_merge(sql: Any, p: dict, hk: str) -> None:
+    from . import converge
+
+    src, into = p["id"], p["into"]
+    if src == into:
+        return
+    converge.tombstone(sql, MERGED + src, f"{hk}\x1f{into}")  # the greatest (latest) merge wins
+    target = merged_into(sql, src)
+    c = sql.conn
+    if target and target != src and not converge.dead(sql, target):
+        c.execute("UPDATE kg_edges SET src=? WHERE src=?", (target, src))
+        c.execute("UPDATE kg_edges SET dst=? WHERE dst=?", (target, src))
+        c.execute("INSERT OR IGNORE INTO kg_mentions SELECT ?, memory_id FROM kg_mentions WHERE node_id=?",
+                  (target, src))
+    converge.kill_node(sql, src)  # what did not move (its target was removed) goes with it
+
+
+def redirect_edge(sql: Any, p: dict) -> dict | None:
+    """A ``kg.edge`` payload touching a dead node: its ends moved along merges, or None when
+    it stays dead (removed node, forgotten memory)."""
+    from . import converge
+
+    q = dict(p)
+    for key in ("src", "dst"):
+        if isinstance(q.get(key), str):
+            q[key] = merged_into(sql, q[key]) or q[key]
+    if q == p or converge.edge_is_dead(sql, q):
+        return None
+    return q
+
+
+def redirect_node(sql: Any, node_id: str) -> str | None:
+    """The live node a dead node's mentions go to (it was merged), or None."""
+    from . import converge
+
+    target = merged_into(sql, node_id)
+    return target if target and not converge.dead(sql, target) else None
 
 
 # -- links between memories, versions of a fact -----------------------------------------------
@@ -168,11 +351,12 @@ def history(mem: Any, memory_id: str) -> list[dict]:
         if row["superseded_by"]:
             related.append(row["superseded_by"])
         if row["subject"] is not None:
-            if row["predicate"] in F.FUNCTIONAL:
-                same = ("predicate = ?", (row["predicate"],))
+            pred = F.normalize_predicate(row["predicate"])
+            if pred in F.FUNCTIONAL:
+                same = ("bm_predicate(predicate) = ?", (pred,))
             else:
-                preds = [p for p in (row["predicate"], F.ANTONYMS.get(row["predicate"])) if p]
-                same = (f"predicate IN ({','.join('?' * len(preds))}) AND bm_norm(object) = ?",
+                preds = [p for p in (pred, F.ANTONYMS.get(pred)) if p]
+                same = (f"bm_predicate(predicate) IN ({','.join('?' * len(preds))}) AND bm_norm(object) = ?",
                         (*preds, F.norm(row["object"])))
             related += [r[0] for r in mem.sql.conn.execute(
                 f"SELECT id FROM memories WHERE user_id=? AND subject IS NOT NULL AND bm_norm(subject)=? "

@@ -1090,7 +1090,8 @@ def _owned_by(op: dict, user: str, nodes: set[str] = frozenset()) -> bool:
         return False
     if kind == "bead.add":
         return p["bead"].get("user") == user
-    if kind in ("memory.add", "kg.node", "memory.retire", "memory.confirm", "memory.merge"):
+    if kind in ("memory.add", "kg.node", "memory.retire", "memory.confirm", "memory.merge", "kg.node.remove",
+                "kg.node.merge"):
         return p.get("user") == user
     if kind == "kg.edge":
         return p.get("user") == user or p.get("src") in nodes or p.get("dst") in nodes

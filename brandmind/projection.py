@@ -57,7 +57,11 @@ Op kinds and their payloads:
 ``kg.edge.retire`` {id, retired_at, valid_to|null}: retired_at = min, valid_to = min when
                    given (commutes); an edge not here yet: waits in ``sync_pending``
 ``kg.mention``    {node, memory}: a node is mentioned by (linked to) a memory; skipped when
-                   the memory or the node is dead
+                   the memory or the node is dead (a merged node's go to the node it became)
+``kg.node.remove`` {id, user, ts}: ``bm kg rm``: the node, its edges and mentions go; the id
+                   is tombstoned (remove wins).  ``kg.node.merge`` {id, into, user, ts}: ``bm kg
+                   merge``: the node's edges and mentions move to ``into`` and it goes; later
+                   edges and mentions of it follow (brandmind/graph.py)
 ``block.define``  {id, scope, user, agent, persona, label, description, limit, read_only,
                    explicit}: a core memory block (brandmind/blocks.py); id = hash of scope,
                    owner and label, so replicas defining the same block converge.  Merge: per
@@ -175,6 +179,10 @@ def apply_sql_side(sql: SQLStore, op: dict, vector_for: VectorFor) -> None:
             if row[0] is not None and hk < row[0]:
                 c.execute("UPDATE memories SET hlc=? WHERE id=?", (hk, p["id"]))
             return
+        if p.get("predicate") is not None:  # one spelling ("lives in" = lives_in), also for old ops
+            from .facts import normalize_predicate
+
+            p = {**p, "predicate": normalize_predicate(p["predicate"])}
         sql.insert_memory({**p, "op_id": op["id"], "hlc": hk,
                            "recorded_at": p.get("recorded_at") or int(op["hlc"][0])}, vector_for(p["text"]))
         converge.replay(sql, p["id"], _apply_to_memory)
@@ -235,19 +243,34 @@ def apply_sql_side(sql: SQLStore, op: dict, vector_for: VectorFor) -> None:
                    json.dumps(p.get("meta", {}), sort_keys=True), p["ts"], hk))
     elif kind == "kg.edge":
         if converge.edge_is_dead(sql, p):
-            return
+            from .graph import redirect_edge  # an end merged into another node: the edge follows
+
+            p = redirect_edge(sql, p)
+            if p is None:
+                return
+        from .facts import normalize_predicate
+
         c.execute("INSERT OR IGNORE INTO kg_edges(id, src, dst, predicate, weight, evidence, meta, "
                   "created_at, valid_from, valid_to, recorded_at) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-                  (p["id"], p["src"], p["dst"], p["predicate"], float(p.get("weight", 1.0)),
+                  (p["id"], p["src"], p["dst"], normalize_predicate(p["predicate"]), float(p.get("weight", 1.0)),
                    json.dumps(p.get("evidence", [])), json.dumps(p.get("meta", {}), sort_keys=True),
                    p["ts"], p.get("valid_from"), p.get("valid_to"), p.get("recorded_at") or int(op["hlc"][0])))
         converge.replay(sql, p["id"], _apply_to_edge)
     elif kind == "kg.edge.retire":
         converge.aim(sql, op, p["id"], "edge_retire", p, _apply_to_edge, table="kg_edges")
     elif kind == "kg.mention":
-        if converge.dead(sql, p["memory"]) or converge.dead(sql, p["node"]):
+        node = p["node"]
+        if converge.dead(sql, node):
+            from .graph import redirect_node
+
+            node = redirect_node(sql, node)
+        if node is None or converge.dead(sql, p["memory"]):
             return
-        c.execute("INSERT OR IGNORE INTO kg_mentions VALUES(?,?)", (p["node"], p["memory"]))
+        c.execute("INSERT OR IGNORE INTO kg_mentions VALUES(?,?)", (node, p["memory"]))
+    elif kind in ("kg.node.remove", "kg.node.merge"):  # brandmind/graph.py (bm kg rm / merge)
+        from . import graph
+
+        graph.apply_remove(sql, p) if kind == "kg.node.remove" else graph.apply_merge(sql, p, hk)
     elif kind in ("skill.add", "skill.remove"):
         from . import skills
 

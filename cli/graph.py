@@ -1,4 +1,4 @@
-"""kg node/link/show."""
+"""kg node/link/show/neighbors, and repair: list/rm/merge."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from .common import JsonOpt, UserOpt, open_store
-from .output import emit, kv_table
+from .output import emit, info, kv_table, wants_json
 
 kg_app = typer.Typer(help="The knowledge graph: typed nodes and edges linked to memories.", no_args_is_help=True)
 
@@ -15,31 +15,139 @@ kg_app = typer.Typer(help="The knowledge graph: typed nodes and edges linked to 
 @kg_app.command("node")
 def kg_node(
     name: Annotated[str, typer.Argument(help="Node name, e.g. Ann.")],
-    type: Annotated[str, typer.Option("--type", "-t", help="e.g. person, place, project.")] = "entity",
+    type: Annotated[Optional[str], typer.Option("--type", "-t", help="e.g. person, place, project (default: entity, which matches an existing node of any type).")] = None,
     label: Annotated[Optional[List[str]], typer.Option("--label", "-l", help="Repeatable.")] = None,
     user: UserOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Create a node and print its id."""
+    """Create a node, or find the user's node of that name (and type): prints its id.
+
+    A name that exists (case, spaces and a leading "the" aside) gives the existing node
+    ("created": false), not a twin.  JSON when piped: {"id", "name", "type", "user", "created"}.
+
+    bm kg node Lisbon --type place -u ann
+    """
     with open_store() as mem:
         node = mem.kg_add_node(name, type=type, user=user, labels=label or [])
-    print(json.dumps({"id": node["id"]}) if as_json else node["id"])
+    out = {k: node[k] for k in ("id", "name", "type", "user", "created")}
+    if wants_json(as_json):
+        print(json.dumps(out))
+    else:
+        print(node["id"])
+        if not node["created"]:
+            info(f"existing node {node['name']} ({node['type']})")
 
 
 @kg_app.command("link")
 def kg_link(
     src: Annotated[str, typer.Argument(help="Source node id or name.")],
     predicate: Annotated[str, typer.Argument(help="e.g. lives_in, works_at, uses; `mentions` links a node to a memory id.")],
-    dst: Annotated[str, typer.Argument(help="Target node id or name (or a memory id with `mentions`).")],
+    dst: Annotated[str, typer.Argument(help="Target node id or name (or a memory id with `mentions`). A name no node has is created.")],
     weight: Annotated[float, typer.Option("--weight", "-w")] = 1.0,
     evidence: Annotated[Optional[List[str]], typer.Option("--evidence", "-e", help="Memory or bead id (repeatable).")] = None,
     user: UserOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Link two nodes: bm kg link Ann lives_in Lisbon."""
+    """Link two nodes; a name that no node has becomes a new node (type entity).
+
+    Names are matched case-insensitively; the predicate is normalised ("lives in" is
+    lives_in).  JSON when piped: the edge, with "created" listing the nodes it made.
+
+    bm kg link Ann lives_in Lisbon -u ann
+    """
     with open_store() as mem:
         edge = mem.kg_link(src, dst, predicate, weight=weight, evidence=evidence or [], user=user)
-    print(json.dumps(edge) if as_json else edge["id"] if "id" in edge else f"{edge['node']} mentions {edge['memory']}")
+    if wants_json(as_json):
+        print(json.dumps(edge))
+        return
+    print(edge["id"] if "id" in edge else f"{edge['node']} mentions {edge['memory']}")
+    for node in edge.get("created", []):
+        info(f"created node {node['name']} ({node['id']})")
+
+
+@kg_app.command("list")
+def kg_list(
+    type: Annotated[Optional[str], typer.Option("--type", "-t", help="Only nodes of this type, e.g. person.")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", "-n", help="Only nodes whose name contains this (case-insensitive).")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-k", help="At most this many nodes.")] = 100,
+    user: UserOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The user's graph nodes by name, with how many edges and mentions each has.
+
+    bm kg list -u ann --type person
+    """
+    from brandmind import graph
+    from brandmind.errors import UsageError
+
+    if limit < 1:
+        raise UsageError(f"--limit must be at least 1, got {limit}", hint="e.g. --limit 50")
+    with open_store() as mem:
+        nodes = graph.list_nodes(mem, user=user, type=type, name=name, limit=limit)
+    emit(nodes, as_json=as_json, jsonl=False, table=_nodes_table)
+
+
+def _nodes_table(nodes: list):  # type: ignore[no-untyped-def]
+    from rich.table import Table
+
+    t = Table(header_style="bold", caption=None if nodes else "no nodes")
+    for col in ("id", "type", "name", "edges", "mentions"):
+        t.add_column(col, overflow="fold" if col == "name" else "ellipsis", no_wrap=col != "name",
+                     justify="right" if col in ("edges", "mentions") else "left")
+    for n in nodes:
+        t.add_row(n["id"], n["type"], n["name"], str(n["edges"]), str(n["mentions"]))
+    return t
+
+
+@kg_app.command("rm")
+def kg_rm(
+    ref: Annotated[str, typer.Argument(help="Node id or name.")],
+    user: UserOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remove a node with its edges and mentions (the facts that mention it stay).
+
+    An op in the log: it syncs, and `bm rebuild` replays it.  Forget the facts
+    themselves with `bm forget`.
+
+    bm kg rm "Lisbn" -u ann
+    """
+    from brandmind import graph
+
+    with open_store() as mem:
+        result = graph.remove_node(mem, ref, user=user)
+    if wants_json(as_json):
+        print(json.dumps(result))
+    else:
+        print(result["removed"])
+        info(f"removed node {result['name']} ({result['type']}) with {result['edges']} edge(s) and "
+             f"{result['mentions']} mention(s)")
+
+
+@kg_app.command("merge")
+def kg_merge(
+    ref: Annotated[str, typer.Argument(help="The node to merge away (id or name).")],
+    into: Annotated[str, typer.Argument(help="The node to keep (id or name).")],
+    user: UserOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Merge node FROM into node INTO: FROM's edges and mentions move to INTO, FROM goes.
+
+    An op in the log: it syncs, and `bm rebuild` replays it; edges of FROM that
+    arrive later from another device land on INTO.
+
+    bm kg merge "Lisboa" Lisbon -u ann
+    """
+    from brandmind import graph
+
+    with open_store() as mem:
+        result = graph.merge_nodes(mem, ref, into, user=user)
+    if wants_json(as_json):
+        print(json.dumps({k: v for k, v in result.items() if k != "node"}))
+    else:
+        print(result["into"])
+        info(f"merged {result['merged']} into {result['name']} ({result['into']}): "
+             f"{result['edges_moved']} edge(s), {result['mentions_moved']} mention(s) moved")
 
 
 @kg_app.command("show")

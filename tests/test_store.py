@@ -212,7 +212,7 @@ def test_each_mutation_appends_exactly_its_ops(home):
                     lambda: mem.remember("x" * (mem.config.max_memory_chars + 1)),
                     lambda: mem.forget("m_doesnotexist"),
                     lambda: mem.forget_many([a]),
-                    lambda: mem.kg_link("nope", "nada", "knows")):
+                    lambda: mem.kg_link("n_nope", "nada", "knows")):
             before = mem.log.last_arrival()
             with pytest.raises(BMError):
                 bad()

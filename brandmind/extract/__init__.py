@@ -17,7 +17,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Fact", "Turn", "Extractor", "get_extractor", "empty_report"]
+__all__ = ["Fact", "Turn", "Extractor", "get_extractor", "empty_report", "is_agent_turn", "person_turns",
+           "attributable", "PERSON_ROLES"]
+
+# roles whose turns are a person speaking; any other role (assistant, system, tool, ...) is the agent
+PERSON_ROLES = frozenset({"user", "human", "person"})
 
 
 @dataclass
@@ -56,7 +60,9 @@ class Turn:
 
     ``speaker`` is who says "I" in it (None: the ``user`` does); ``ts`` is when it
     was said (epoch ms), the reference for "yesterday" or "last week"; ``bead``
-    is the id of the stored bead it came from (None when it was never stored).
+    is the id of the stored bead it came from (None when it was never stored);
+    ``role`` is the message's role (None or one of :data:`PERSON_ROLES`: a person
+    speaks; assistant, system, tool...: the agent does, see :func:`attributable`).
     """
 
     text: str
@@ -64,6 +70,29 @@ class Turn:
     ts: int | None = None
     bead: str | None = None
     user: str = "default"
+    role: str | None = None
+
+
+def is_agent_turn(turn: Turn) -> bool:
+    """Whether the agent (role assistant, system, tool, ...) said the turn, not a person."""
+    return turn.role is not None and turn.role.strip().casefold() not in PERSON_ROLES
+
+
+def person_turns(turns: list[Turn]) -> list[Turn]:
+    """The turns an extractor reads: an agent turn without a speaker name is left out (its
+    "I" is the agent, and nothing it says is what a person said)."""
+    return [t for t in turns if not is_agent_turn(t) or (t.speaker or "").strip()]
+
+
+def attributable(fact: "Fact", turn: Turn) -> bool:
+    """Whether ``fact``, read from ``turn``, may be stored.  A person's turn: anything they
+    say about themselves or others.  An agent's turn (it has a speaker name, else it is
+    not read at all): only what it says about itself (subject = the speaker), never a
+    claim about the user or anyone else (a recap, a guess or a persona line)."""
+    if not is_agent_turn(turn):
+        return True
+    speaker = " ".join((turn.speaker or "").casefold().split())
+    return bool(speaker) and " ".join(fact.subject.casefold().split()) == speaker
 
 
 @runtime_checkable

@@ -44,7 +44,7 @@ from importlib import resources
 from typing import Any
 
 from ..errors import ExtractorUnavailable, InvalidInput
-from . import Fact, Turn, empty_report
+from . import Fact, Turn, attributable, empty_report, person_turns
 
 __all__ = ["LLMExtractor", "LLMArbiter", "Budget", "load_prompt", "FACTS_SCHEMA", "VERDICTS_SCHEMA",
            "EXTRACT_PROMPT", "RECONCILE_PROMPT", "estimate_tokens"]
@@ -224,7 +224,7 @@ class LLMExtractor:
 
     # -- prompts
     def _chunks(self, turns: list[Turn]) -> list[list[tuple[int, Turn]]]:
-        indexed = list(enumerate(turns))
+        indexed = list(enumerate(person_turns(turns)))  # an unnamed agent turn is not sent
         return [indexed[i:i + self.chunk_turns] for i in range(0, len(indexed), self.chunk_turns)]
 
     def user_message(self, chunk: list[tuple[int, Turn]]) -> str:
@@ -303,9 +303,15 @@ def _parse_facts(content: str | None, chunk: list[tuple[int, Turn]],
     for item in data["facts"]:
         try:
             out.append(_fact_from(item, chunk, extractor, parse_time))
+        except _NotAttributable:
+            continue  # an agent's claim about someone else: not a fact to keep (not a bad answer)
         except (ValueError, TypeError, KeyError, InvalidInput):
             bad += 1
     return out, bad
+
+
+class _NotAttributable(Exception):
+    """A fact read from an agent's turn about someone other than its speaker."""
 
 
 def _text_field(item: dict, key: str, limit: int) -> str:
@@ -328,9 +334,13 @@ def _fact_from(item: Any, chunk: list[tuple[int, Turn]], extractor: LLMExtractor
         raise ValueError("turn")
     turn = chunk[n][1]
     subject = _text_field(item, "subject", 256)
+    if not attributable(Fact("", subject, "", ""), turn):
+        raise _NotAttributable(subject)
     obj = _text_field(item, "object", 500)
     text = _text_field(item, "text", 1000)
-    predicate = re.sub(r"[\s\-]+", "_", _text_field(item, "predicate", 64).casefold())
+    from ..facts import normalize_predicate
+
+    predicate = normalize_predicate(_text_field(item, "predicate", 64))
     if not _PREDICATE.match(predicate):
         raise ValueError("predicate")
     kind = item.get("type") or "fact"

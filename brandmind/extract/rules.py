@@ -8,9 +8,19 @@ capitalised name as subject: "Ann lives in Lisbon"):
 ============================  ===============================================
 pattern                       facts
 ============================  ===============================================
-name                          "my name is X", "call me X", "I'm X" -> name
+name                          "my name is X", "call me X", "I go by X", "I'm X",
+                              "everyone calls me X" -> name
+birthdays                     "my birthday is June 3", "Ann's birthday's on the
+                              3rd of June", "I was born on June 3, 1990" ->
+                              birthday (+ born_on with a year); "I was born in
+                              1990" -> birth_year
+diet                          "I'm vegetarian", "I'm a vegan", "I went
+                              pescatarian last year", "I follow a keto diet"
+                              -> diet (negated: "I'm no longer vegan")
 where someone lives / is from "I live in X", "I'm based in X" -> lives_in;
                               "I moved to X" -> moved_to + lives_in;
+                              "I moved from X (to Y)" -> moved_from X and
+                              lives_in X negated (+ moved_to Y, lives_in Y);
                               "I'm from X" -> from; "I was born in X" -> born_in
 work and study                "I work at/for X" -> works_at; "I work as a X",
                               "I'm a nurse" -> works_as; "I got a job at X";
@@ -50,7 +60,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from . import Fact, Turn, empty_report
+from . import Fact, Turn, attributable, empty_report, person_turns
 from .dates import DateSpan, find_dates
 
 __all__ = ["RulesExtractor"]
@@ -206,6 +216,12 @@ _PLAYABLE = {
     "the ukulele", "the flute", "the saxophone", "the trumpet", "the harp", "the keyboard",
     "the clarinet", "the banjo", "pickleball", "softball", "lacrosse",
 }
+_DIETS = ("lacto-ovo vegetarian", "lacto-vegetarian", "ovo-vegetarian", "raw vegan", "vegetarian", "vegan",
+          "veggie", "pescatarian", "pescetarian", "flexitarian", "plant-based", "keto", "paleo")
+_DIET_RE = "|".join(re.escape(d) for d in _DIETS)
+# what may follow the diet word: nothing, or a time ("since 2019", "for ten years", "now")
+_DIET_TAIL = re.compile(r"^(?:\s+(?:now|too|also|as well|these days|since\s+.+|for\s+.+|(?:last|this|in)\s+.+|"
+                        r"\d+\s+\w+\s+ago|a\s+\w+\s+ago|ago))?\s*$", re.I)
 _DID_ACTIVITIES = {
     "hiking", "camping", "swimming", "shopping", "fishing", "skiing", "snowboarding", "surfing",
     "running", "jogging", "biking", "cycling", "kayaking", "canoeing", "climbing", "rock climbing",
@@ -287,9 +303,16 @@ _INTRO = re.compile(
     r"(?:\s*[,!.:;\-—–]+\s*|\s+))+", re.I)
 
 _QUESTION_START = re.compile(
-    r"^(?:do|does|did|are|is|was|were|have|has|can|could|would|will|should|shall|what|where|who|"
+    r"^(?:do|does|did|am|are|is|was|were|have|has|can|could|would|will|should|shall|what|where|who|"
     r"whom|whose|why|how|when|which|ever)\s+(?:you|he|she|they|we|it|there|i|your|u|ya|anyone|"
-    r"anybody|someone)\b", re.I)
+    r"anybody|someone|my|our)\b", re.I)
+# a trailing "..., what's yours?" after a statement ("My name is Dana, and you?")
+_TAG_QUESTION = re.compile(
+    r"[,;]?\s*(?:and\s+you|and\s+yours|what\s+about\s+you|how\s+about\s+you|what(?:'s|\s+is)\s+yours|"
+    r"how\s+are\s+you(?:\s+doing)?(?:\s+today)?|and\s+your\s+name|what(?:'s|\s+is)\s+your\s+name)\s*\?+\s*$",
+    re.I)
+_AUX_START = re.compile(r"^(?:do|does|did|am|are|is|was|were|have|has|can|could|would|will|should|shall|"
+                        r"what|where|who|whom|whose|why|how|when|which|may|might|must)\b", re.I)
 _HYPOTHETICAL_SENTENCE = re.compile(
     r"\b(?:if|unless|whether|imagine|imagining|suppose|supposing|pretend|pretending|hypothetically|"
     r"what if|wish|wished|wishing|dream|dreams|dreamed|dreamt|dreaming|fantasize|fantasise|"
@@ -492,8 +515,8 @@ class _Ctx:
         obj = obj.strip()
         if not obj or not subject:
             return
-        if predicate == "name" and obj.casefold() == subject.casefold():
-            return  # "I'm Ann" said by Ann tells nothing new
+        if predicate == "name" and self.turn.speaker and obj.casefold() == subject.casefold():
+            return  # "I'm Ann" said by Ann tells nothing new (said as user "ann", it tells the name)
         # the speaker's "my" and "me" inside a phrase ("visit my parents")
         obj = _MY.sub(f"{self.me}'s", _ME.sub(self.me, obj))
         text = _MY.sub(f"{self.me}'s", _ME.sub(self.me, text))
@@ -550,12 +573,17 @@ class RulesExtractor:
         return self.extract_turn(Turn(text=text, speaker=speaker, ts=ts, bead=bead, user=user))
 
     def extract_turn(self, turn: Turn) -> list[Fact]:
+        if not person_turns([turn]):
+            return []  # the agent's "I" (no speaker name): nothing a person said
         me = turn.speaker or turn.user
         out: list[Fact] = []
         ctx = _Ctx(me, turn, out)
         text = _QUOTED.sub(" ", turn.text.replace("’", "'").replace("‘", "'"))
         for sentence in _SENTENCE_SPLIT.split(text):
             sentence = " ".join(sentence.split())
+            tag = _TAG_QUESTION.search(sentence)
+            if tag and tag.start() > 0 and not _AUX_START.match(_INTRO.sub("", sentence)):
+                sentence = sentence[:tag.start()].rstrip(" ,;") + "."
             if not sentence or _is_question(sentence):
                 continue
             sentence = _CONTRACTION.sub(_expand, sentence)
@@ -576,7 +604,7 @@ class RulesExtractor:
         unique = []
         for f in out:
             key = (f.subject, f.predicate, f.object.lower(), f.negated)
-            if key not in seen:
+            if key not in seen and attributable(f, turn):
                 seen.add(key)
                 unique.append(f)
         return unique
@@ -655,8 +683,35 @@ _NAMES_REL_NAME = re.compile(
 _PET_RE = "|".join(_PETS)
 _MY_PET_NAME = re.compile(
     rf"\b(?:[Mm]y|[Oo]ur)\s+{_POSS_MODIFIERS}(?P<pet>{_PET_RE})(?:'s\s+name\s+is|\s+is\s+called|\s+is\s+named|,\s*|\s+)(?:named\s+|called\s+)?(?P<name>{_NAME})")
-_CALL_ME = re.compile(rf"\b(?:[Yy]ou can |[Pp]lease |[Jj]ust |[Ee]veryone |[Pp]eople |[Ff]riends )?[Cc]all me\s+(?P<name>{_NAME})")
+_CALL_ME = re.compile(
+    rf"\b(?:(?:[Ee]veryone|[Ee]verybody|[Pp]eople|[Mm]ost people|[Mm]y friends|[Ff]riends|[Tt]hey)\s+calls?|"
+    rf"[Cc]all)\s+me\s+(?P<name>{_NAME})")
+_GO_BY = re.compile(rf"\b(?:I|[Ww]e)\s+(?:usually\s+|mostly\s+|just\s+)?go\s+by\s+(?P<name>{_NAME})")
 _MY_NAME = re.compile(rf"\b[Mm]y\s+(?:first\s+|full\s+|real\s+)?name\s+is\s+(?P<name>{_NAME})")
+# "my name is dana" (lower case): one word ending the clause, not an adjective
+_MY_NAME_LOWER = re.compile(
+    r"\b[Mm]y\s+(?:first\s+|real\s+)?name\s+is\s+(?P<name>[a-z][a-z'-]{1,20})"
+    r"(?=\s*(?:$|[,.!;]|\s+(?:and|but|btw|by the way)\b))")
+_NOT_LOWER_NAMES = {
+    "not", "secret", "long", "weird", "private", "irrelevant", "unimportant", "unusual", "common", "rare",
+    "hard", "difficult", "easy", "simple", "short", "funny", "complicated", "pronounced", "spelled",
+    "same", "different", "unique", "mine", "fine", "nothing", "none", "whatever", "unknown", "anonymous",
+    "classified", "confidential", "important", "boring", "cool", "nice", "great", "pretty", "beautiful",
+    "lovely", "ugly", "strange", "odd", "here", "there", "above", "below", "changing", "changed",
+    "legal", "official", "old", "new", "real", "fake", "famous", "popular", "traditional", "hidden",
+}
+# a negation or request just before "call me" ("please don't call me Dana", "never call me X")
+_NAME_NEGATED = re.compile(r"(?:\bnot|\bnever|\bnobody|\bno one|\bstop|\bno longer)\s+(?:\w+\s+){0,2}$", re.I)
+_MONTH_RE = ("(?:January|February|March|April|May|June|July|August|September|October|November|December|"
+             "Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)")
+_DAY_RE = r"(?P<{0}>[0-3]?\d)(?:st|nd|rd|th)?"
+_CAL_DATE = re.compile(
+    rf"^(?:on\s+)?(?:(?:the\s+)?{_DAY_RE.format('d1')}\s+(?:of\s+)?(?P<m1>{_MONTH_RE})\.?|"
+    rf"(?P<m2>{_MONTH_RE})\.?\s+(?:the\s+)?{_DAY_RE.format('d2')})(?:,?\s+(?P<y>(?:19|20)\d\d))?"
+    r"(?=\s*(?:$|[,.!;]|\s+(?:and|but|so|btw|by the way|actually|too)\b))", re.I)
+_BIRTHDAY = re.compile(
+    rf"\b(?P<who>[Mm]y|{_NAME}'s)\s+(?:birthday|bday|b-day|date of birth)(?:'s|\s+is|\s+was|\s+falls\s+on)\s+"
+    r"(?P<rest>.*)$")
 _FAVORITE = re.compile(
     r"\b(?P<who>[Mm]y|[Oo]ur)\s+(?:absolute\s+|all-time\s+|new\s+)?favorite\s+(?P<what>[a-z]+(?:\s+[a-z]+)?)\s+(?:is|are|has to be|would have to be)\s+(?P<obj>[^,.;!?]+)")
 
@@ -675,7 +730,41 @@ def _rel_fact(ctx: _Ctx, subject: str, rel: str, name: str, *, neg: bool = False
     ctx.add(subject, pred, name, text, negated=neg, object_type=otype, confidence=0.85)
 
 
-_ANYWHERE_HINT = re.compile(r"\b(?:[Mm]y|[Oo]ur)\b|'s\b|\b[Cc]all me\b")
+_ANYWHERE_HINT = re.compile(r"\b(?:[Mm]y|[Oo]ur)\b|'s\b|\b[Cc]alls? me\b|\bgo by\b")
+
+
+def calendar_day(text: str) -> tuple[int, int, int | None] | None:
+    """(month, day, year or None) of a calendar date at the start of ``text`` ("June 3",
+    "the 3rd of June, 1990", "3 Jun"), when it is a real day; else None."""
+    import datetime as _dt
+
+    from .dates import _MONTHS
+
+    m = _CAL_DATE.match(text.strip())
+    if not m:
+        return None
+    month_word = (m.group("m1") or m.group("m2")).rstrip(".").capitalize()
+    month = _MONTHS.get(month_word)
+    day = int(m.group("d1") or m.group("d2"))
+    year = int(m.group("y")) if m.group("y") else None
+    try:
+        _dt.date(year or 2000, month, day)  # 2000: a leap year, so "February 29" is a birthday
+    except (TypeError, ValueError):
+        return None
+    return month, day, year
+
+
+_MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+                "October", "November", "December")
+
+
+def _birthday(ctx: "_Ctx", subject: str, month: int, day: int, year: int | None) -> None:
+    when = f"{_MONTH_NAMES[month - 1]} {day}"
+    ctx.add(subject, "birthday", when, f"{subject}'s birthday is {when}", object_type="date", confidence=0.85)
+    if year is not None:
+        iso_day = f"{year:04d}-{month:02d}-{day:02d}"
+        ctx.add(subject, "born_on", iso_day, f"{subject} was born on {when}, {year}", object_type="date",
+                confidence=0.85)
 
 
 def _anywhere(sentence: str, ctx: _Ctx) -> None:
@@ -684,10 +773,23 @@ def _anywhere(sentence: str, ctx: _Ctx) -> None:
         name = _names(m.group("name"))
         if name:
             ctx.add(me, "name", name, f"{me}'s name is {name}", confidence=0.9)
-    for m in _CALL_ME.finditer(sentence):
-        name = _names(m.group("name"))
-        if name:
+    for m in _MY_NAME_LOWER.finditer(sentence):
+        word = m.group("name")
+        if word not in _NOT_LOWER_NAMES and word not in _GENERIC_OBJECTS and word not in _CLAUSE_WORDS:
+            name = word[0].upper() + word[1:]
             ctx.add(me, "name", name, f"{me}'s name is {name}", confidence=0.8)
+    for pattern in (_CALL_ME, _GO_BY):
+        for m in pattern.finditer(sentence):
+            name = _names(m.group("name"))
+            if name and not _NAME_NEGATED.search(sentence[:m.start()]) \
+                    and not _HYPOTHETICAL_CLAUSE.search(sentence[:m.start()]):
+                ctx.add(me, "name", name, f"{me}'s name is {name}", confidence=0.8)
+    for m in _BIRTHDAY.finditer(sentence):
+        who = m.group("who")
+        subject = me if who.lower() == "my" else _names(who[:-2])
+        found = calendar_day(m.group("rest"))
+        if subject and found and not _HYPOTHETICAL_CLAUSE.search(sentence[:m.start()]):
+            _birthday(ctx, subject, *found)
     for m in _MY_REL_NAME.finditer(sentence):
         name = _names(m.group("name"))
         if name:
@@ -801,6 +903,18 @@ def _clause(clause: str, ctx: _Ctx) -> None:
                 body = _ADVERBS.sub("", body[mm.end():])
         _be(body, subject, first, neg, ctx, perfect=perfect)
         return
+    mm = re.match(r"^(?:was|were)\s+born\s+on\s+", rest, re.I)
+    if mm:
+        found = calendar_day(rest[mm.end():])
+        if found and not neg:
+            _birthday(ctx, subject, *found)
+        return
+    mm = re.match(r"^(?:was|were)\s+born\s+in\s+((?:19|20)\d\d)\s*$", rest, re.I)
+    if mm:
+        if not neg:
+            ctx.add(subject, "birth_year", mm.group(1), f"{subject} was born in {mm.group(1)}",
+                    object_type="number", confidence=0.8)
+        return
     if re.match(r"^(?:was|were)\s+born\s+in\s+", rest, re.I):
         place = _proper(re.sub(r"^(?:was|were)\s+born\s+in\s+", "", rest, flags=re.I))
         if place and not neg and not re.fullmatch(r"(?:19|20)\d\d", place):
@@ -864,6 +978,10 @@ def _plan(ctx: _Ctx, subject: str, vp: str, *, strict: bool, neg: str | None = N
 
 def _be(body: str, subject: str, first: bool, neg: str | None, ctx: _Ctx, *, perfect: bool) -> None:
     """After "I am" / "Ann is" (``neg``: "I am not", "I am no longer")."""
+    m = re.match(rf"^(?:a\s+|an\s+|on\s+a\s+|on\s+an\s+)?(?:(?:strict|full|committed|lifelong|proud|total|complete|"
+                 rf"practicing|practising|fully|full-time)\s+)?(?P<d>{_DIET_RE})(?:\s+diet)?(?P<tail>.*)$", body, re.I)
+    if m and _diet(ctx, subject, m.group("d"), m.group("tail"), neg):
+        return
     # age
     m = re.match(r"^(\d{1,3})(?:\s+(?:years?|yrs?)(?:\s+old)?|\s*y/?o)?\s*$", body)
     if m:
@@ -1014,7 +1132,8 @@ def _be(body: str, subject: str, first: bool, neg: str | None, ctx: _Ctx, *, per
         return
     # "I am Ann" (only a lone capitalised name ending the clause)
     if first and not neg and not perfect:
-        m = re.match(rf"^({_NAME})\s*$", body)
+        m = re.match(rf"^({_NAME})(?:\s*,?\s*(?:(?:it's\s+|it\s+is\s+)?(?:nice|pleased|good|great|glad|lovely)\s+to\s+"
+                     rf"meet\s+you|by the way|btw))?\s*$", body)
         if m:
             name = _names(m.group(1), strict=True)
             if name and name not in _NATIONALITIES and not any(w in _NATIONALITIES for w in name.split()):
@@ -1222,6 +1341,9 @@ _VERB_RULES: list[tuple[re.Pattern[str], str]] = [(re.compile(p, re.I), name) fo
     (r"^(?:live|lives|reside|resides)\s+in\s+(?P<x>.*)$", "live"),
     (r"^(?:lived)\s+in\s+(?P<x>.*)$", "lived"),
     (r"^(?:just\s+|recently\s+|finally\s+|officially\s+)?(?:moved|relocated)\s+(?:back\s+|here\s+|over\s+)?to\s+(?P<x>.*)$", "moved"),
+    (r"^(?:just\s+|recently\s+|finally\s+|officially\s+)?(?:moved|relocated)\s+(?:back\s+|here\s+|over\s+|away\s+|out\s+)?(?:from|out\s+of)\s+(?P<x>.*)$", "moved_from"),
+    (rf"^(?:went|became|turned|switched\s+to\s+being|gone|become|started\s+being)\s+(?:a\s+|an\s+)?(?:(?:fully|full|strict|completely)\s+)?(?P<x>(?:{_DIET_RE}).*)$", "diet_start"),
+    (rf"^(?:follow|follows|eat|eats|keep|keeps|stick\s+to|sticks\s+to)\s+(?P<x>(?:a\s+|an\s+)?(?:(?:strict|mostly)\s+)?(?:{_DIET_RE}).*)$", "diet"),
     (r"^(?:move|moves)\s+to\s+(?P<x>.*)$", "move_future"),
     (r"^(?:work|works)\s+(?:at|for|with)\s+(?P<x>.*)$", "work_at"),
     (r"^(?:worked)\s+(?:at|for)\s+(?P<x>.*)$", "worked_at"),
@@ -1290,10 +1412,76 @@ def _h_moved(ctx: _Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
     span = ctx.date()
     when = f" {span.describe()}" if span else ""
     vf = span.start if span else None
+    m = re.match(r"^\s+(?:from|out\s+of)\s+(.*)$", x[len(place):])
+    origin = _proper(m.group(1)) if m else None
+    if origin:
+        _moved_from(ctx, s, origin, vf, when, place)
     ctx.add(s, "moved_to", _bare(place), f"{s} moved to {place}{when}", valid_from=vf,
             object_type="place", confidence=0.85)
     ctx.add(s, "lives_in", _bare(place), f"{s} lives in {place}", valid_from=vf,
             object_type="place", confidence=0.75)
+
+
+def _moved_from(ctx: _Ctx, s: str, place: str, vf: int | None, when: str, to: str | None) -> None:
+    """ "I moved from X": X is where s no longer lives (since the move)."""
+    ctx.add(s, "moved_from", _bare(place), f"{s} moved from {place}" + (f" to {to}" if to else "") + when,
+            valid_from=vf, object_type="place", confidence=0.85)
+    ctx.add(s, "lives_in", _bare(place), f"{s} no longer lives in {place}", negated=True, valid_from=vf,
+            object_type="place", confidence=0.75)
+
+
+def _h_moved_from(ctx: _Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
+    if neg:
+        return
+    origin = _proper(x)
+    if not origin:
+        return
+    m = re.match(r"^\s+(?:back\s+|over\s+)?to\s+(.*)$", x[len(origin):])
+    dest = _proper(m.group(1)) if m else None
+    span = ctx.date()
+    when = f" {span.describe()}" if span else ""
+    vf = span.start if span else None
+    _moved_from(ctx, s, origin, vf, when, dest)
+    if dest:
+        ctx.add(s, "moved_to", _bare(dest), f"{s} moved to {dest}{when}", valid_from=vf,
+                object_type="place", confidence=0.85)
+        ctx.add(s, "lives_in", _bare(dest), f"{s} lives in {dest}", valid_from=vf,
+                object_type="place", confidence=0.75)
+
+
+def _diet(ctx: _Ctx, s: str, diet: str, tail: str, neg: str | None, *, started: bool = False) -> bool:
+    """A diet fact when ``tail`` is empty or a time phrase; whether it was one."""
+    if not _DIET_TAIL.match(tail):
+        return False
+    diet = diet.lower()
+    diet = {"veggie": "vegetarian", "pescetarian": "pescatarian"}.get(diet, diet)
+    span = ctx.date()
+    vf = span.start if span and (started or re.match(r"^\s+since\b", tail, re.I)) else None
+    if neg == "anymore":
+        text = f"{s} is no longer {diet}"
+    elif neg:
+        text = f"{s} is not {diet}"
+    elif started:
+        text = f"{s} became {diet}" + (f" {span.describe()}" if span else "")
+    else:
+        text = f"{s} is {diet}"
+    ctx.add(s, "diet", diet, text, negated=bool(neg), valid_from=vf if not neg else None,
+            object_type="diet", confidence=0.85)
+    return True
+
+
+def _h_diet(ctx: _Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
+    m = re.match(rf"^(?:a\s+|an\s+)?(?:(?:strict|mostly)\s+)?(?P<d>{_DIET_RE})(?:\s+diet)?(?P<tail>.*)$", x, re.I)
+    if m:
+        _diet(ctx, s, m.group("d"), m.group("tail"), neg)
+
+
+def _h_diet_start(ctx: _Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
+    if neg:
+        return
+    m = re.match(rf"^(?P<d>{_DIET_RE})(?P<tail>.*)$", x, re.I)
+    if m:
+        _diet(ctx, s, m.group("d"), m.group("tail"), None, started=True)
 
 
 def _h_move_future(ctx: _Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
@@ -1541,6 +1729,7 @@ def _h_study(ctx: _Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
 
 _VERB_HANDLERS: dict[str, Callable[[_Ctx, str, str, str | None, bool], None]] = {
     "live": _h_live, "lived": _h_lived, "moved": _h_moved, "move_future": _h_move_future,
+    "moved_from": _h_moved_from, "diet": _h_diet, "diet_start": _h_diet_start,
     "work_at": _h_work_at, "worked_at": _h_worked_at, "work_as": _h_work_as, "job_at": _h_job_at,
     "quit_at": _h_quit_at, "like": _h_like, "hate": _h_hate, "plan": _h_plan, "decide": _h_decide,
     "have": _h_have, "acquire": _h_acquire, "lose": _h_lose, "visited": _h_visited,

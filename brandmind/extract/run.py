@@ -23,15 +23,20 @@ LLM: it reports the estimate (``llm.calls``, ``llm.tokens``, ``capped``,
 Which turns of an ingest are read: the messages stored by it, plus the
 messages it found already stored that no fact cites yet (so ``bm ingest FILE
 --extract`` after a plain ingest, or after a failed extraction, extracts them).
-Turns of a role other than ``user`` without a speaker name are skipped: their
-"I" is the assistant, not a person to remember.
+Who a fact is about (``extract.attributable``, for both extractors): a person's turn
+(role ``user``, ``human``, or none given) yields what they say about themselves or
+others.  An agent's turn (role ``assistant``, ``system``, ``tool``, any other) without a
+speaker name is not read at all: its "I" is the agent, and "I work for Acme Travel" from
+it must never become a fact about the user.  An agent turn with a speaker name (a named
+participant, e.g. the second speaker of a two-person chat) yields only facts about that
+speaker; its claims about the user or anyone else are dropped.
 """
 from __future__ import annotations
 
 from typing import Any, Iterable
 
 from ..errors import BMError, InvalidInput
-from . import Fact, Turn, get_extractor
+from . import Fact, Turn, get_extractor, person_turns
 
 ACTIONS = ("added", "confirmed", "updated", "contradicted")
 
@@ -46,7 +51,8 @@ def as_turns(value: Any, *, user: str, ts: int | None = None) -> list[Turn]:
     out = []
     for n, item in enumerate(items, 1):
         if isinstance(item, Turn):
-            out.append(item if item.user == user else Turn(item.text, item.speaker, item.ts, item.bead, user))
+            out.append(item if item.user == user else Turn(item.text, item.speaker, item.ts, item.bead, user,
+                                                           item.role))
             continue
         if isinstance(item, (str, bytes)):
             out.append(Turn(validate.text(item), None, ts, None, user))
@@ -56,10 +62,12 @@ def as_turns(value: Any, *, user: str, ts: int | None = None) -> list[Turn]:
                                hint='e.g. {"text": "I moved to Lisbon", "speaker": "Ann", "ts": "2024-05-01"}')
         text = item.get("text", item.get("content"))
         speaker = item.get("speaker")
+        role = item.get("role")
         out.append(Turn(validate.text(text, what=f"turn {n} text"),
                         validate.name(speaker, what="speaker") if speaker is not None else None,
                         parse_time(item.get("ts"), field="ts") if item.get("ts") is not None else ts,
-                        item.get("bead"), user))
+                        item.get("bead"), user,
+                        validate.name(role, what="role") if role is not None else None))
     return out
 
 
@@ -73,6 +81,7 @@ def extract_turns(mem: Any, turns: list[Turn], *, user: str, agent: str | None =
                   dry_run: bool = False, meta: dict | None = None) -> dict:
     """Extract facts from ``turns`` and store them (see the module docstring)."""
     extractor = get_extractor(mem.config)
+    turns = person_turns(turns)  # an agent turn without a speaker name says nothing of a person
     report = _empty_report(extractor, turns)
     is_llm = extractor.name != "rules"
     if dry_run:
@@ -142,10 +151,9 @@ def _fact_dicts(facts: list[Fact], turns: list[Turn], extractor: Any, meta: dict
 
 # -- ingest ----------------------------------------------------------------------------------
 def _turn_of(bead: dict, content: str, user: str) -> Turn | None:
-    speaker = bead.get("speaker")
-    if not speaker and bead.get("role", "user") != "user":
-        return None
-    return Turn(content, speaker or None, bead.get("ts"), bead.get("id"), user)
+    turn = Turn(content, bead.get("speaker") or None, bead.get("ts"), bead.get("id"), user,
+                bead.get("role") or None)
+    return turn if person_turns([turn]) else None
 
 
 def beads_with_facts(mem: Any, user: str) -> set[str]:
