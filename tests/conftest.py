@@ -64,6 +64,16 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """bm's wheel, built once per session from a copy of the checkout: (path, how it was built)."""
+    import wheelbuild
+
+    tmp = tmp_path_factory.mktemp("wheel")
+    (tmp / "dist").mkdir()
+    return wheelbuild.build_wheel(wheelbuild.copy_source(tmp), tmp / "dist")
+
+
+@pytest.fixture(scope="session")
 def _homes_root(tmp_path_factory: pytest.TempPathFactory):
     """Where test stores live: tmpfs when there is one (a store's fsyncs cost ~0.1 s on
     disk and nothing there), else pytest's tmp dir.  BM_TESTS_ON_DISK=1 forces the disk."""

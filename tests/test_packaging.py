@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import ast
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+import wheelbuild
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "brandmind"
@@ -158,42 +158,9 @@ def test_importing_the_library_is_light():
 
 
 # -- (c) a built wheel installs and runs outside the checkout --------------------------------------
-def _copy_source(dest: Path) -> Path:
-    """The files a build reads, copied away so the build leaves nothing in the checkout."""
-    src = dest / "src"
-    src.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.onnx", "*.egg-info")
-    for name in ("pyproject.toml", "README.md", "LICENSE", "setup.cfg", "MANIFEST.in"):
-        if (ROOT / name).exists():
-            shutil.copy2(ROOT / name, src / name)
-    for name in ("brandmind", "cli", "sync"):
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, src / name, ignore=ignore)
-    return src
-
-
-def _build_wheel(src: Path, out: Path) -> tuple[Path, str]:
-    """Build without isolation when the installed setuptools can (fast, offline); otherwise
-    let pip make an isolated build environment from its configured index."""
-    attempts = [("--no-build-isolation", [sys.executable, "-m", "pip", "wheel", "--no-deps",
-                                          "--no-build-isolation", str(src), "-w", str(out)]),
-                ("isolated", [sys.executable, "-m", "pip", "wheel", "--no-deps", str(src), "-w", str(out)])]
-    errors = []
-    for how, cmd in attempts:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=out)
-        wheels = sorted(out.glob("brandmind-*.whl"))
-        if res.returncode == 0 and wheels:
-            return wheels[0], how
-        errors.append(f"{how}: {res.stdout[-1500:]}{res.stderr[-1500:]}")
-    pytest.fail("could not build a wheel:\n" + "\n".join(errors))
-
-
 @pytest.mark.slow
-def test_built_wheel_installs_into_a_fresh_venv_and_runs(tmp_path):
-    src = _copy_source(tmp_path)
-    out = tmp_path / "dist"
-    out.mkdir()
-    wheel, how = _build_wheel(src, out)
+def test_built_wheel_installs_into_a_fresh_venv_and_runs(tmp_path, built_wheel):
+    wheel, how = built_wheel
     names = zipfile.ZipFile(wheel).namelist()
     assert "brandmind/cli/app.py" in names and "brandmind/memory.py" in names
     assert "brandmind/embed/hashing.py" in names and "brandmind/embed/local.py" in names
@@ -205,11 +172,10 @@ def test_built_wheel_installs_into_a_fresh_venv_and_runs(tmp_path):
     entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "bm = brandmind.cli.app:main" in entry and "brandmind = brandmind.cli.app:main" in entry
 
+    assert {"brandmind/embed/model/model.safetensors", "brandmind/embed/model/tokenizer.json"} <= set(names)
+
     venv = tmp_path / "venv"
-    # dependencies come from this machine's site-packages: no network needed
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
-                   check=True, timeout=60)
-    py = venv / "bin" / "python"
+    py = wheelbuild.make_venv_seeing_this_one(venv)
     res = subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "--force-reinstall",
                           "--no-index", str(wheel)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -240,3 +206,7 @@ def test_built_wheel_installs_into_a_fresh_venv_and_runs(tmp_path):
     assert remembered.returncode == 0, remembered.stderr
     recalled = run(venv / "bin" / "bm", "recall", "where does Ann live", "--json")
     assert recalled.returncode == 0 and "Lisbon" in recalled.stdout, recalled
+    # the embedding model's weights come from the installed wheel itself
+    weights = run(py, "-c", "from brandmind.embed.local import model_dir; print(model_dir())")
+    assert weights.returncode == 0, weights.stderr
+    assert Path(weights.stdout.strip()).resolve().is_relative_to(site), weights.stdout

@@ -1,0 +1,78 @@
+"""Build bm's wheel from a copy of the checkout, and make venvs to install it into
+(tests/test_packaging.py, tests/test_extras.py; the ``built_wheel`` fixture in conftest)."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def copy_source(dest: Path) -> Path:
+    """The files a build reads, copied away so the build leaves nothing in the checkout."""
+    src = dest / "src"
+    src.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.onnx", "*.egg-info")
+    for name in ("pyproject.toml", "README.md", "LICENSE", "setup.cfg", "MANIFEST.in"):
+        if (ROOT / name).exists():
+            shutil.copy2(ROOT / name, src / name)
+    for name in ("_backend", "brandmind", "cli", "sync"):
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=ignore)
+    return src
+
+
+def build_wheel(src: Path, out: Path) -> tuple[Path, str]:
+    """Build without isolation when the installed setuptools can (fast, offline); otherwise
+    let pip make an isolated build environment from its configured index."""
+    attempts = [("--no-build-isolation", [sys.executable, "-m", "pip", "wheel", "--no-deps",
+                                          "--no-build-isolation", str(src), "-w", str(out)]),
+                ("isolated", [sys.executable, "-m", "pip", "wheel", "--no-deps", str(src), "-w", str(out)])]
+    errors = []
+    for how, cmd in attempts:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=out)
+        wheels = sorted(out.glob("brandmind-*.whl"))
+        if res.returncode == 0 and wheels:
+            return wheels[0], how
+        errors.append(f"{how}: {res.stdout[-1500:]}{res.stderr[-1500:]}")
+    pytest.fail("could not build a wheel:\n" + "\n".join(errors))
+
+
+def outer_sites() -> list[str]:
+    """This interpreter's site-packages directories (a venv's own, when the tests run in one)."""
+    import site
+    import sysconfig
+
+    dirs = [*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return [d for d in dict.fromkeys(dirs) if Path(d).is_dir()]
+
+
+def make_venv(venv: Path, see: list[str] = ()) -> Path:
+    """A new venv (no pip in it: run ``pip --python <venv python>``) whose own site-packages
+    come first, then the directories ``see``.  A ``.pth`` line adds a directory without running
+    the ``.pth`` files in it, so an editable install there does not leak in.  Returns the
+    venv's python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    py = venv / "bin" / "python"
+    if see:
+        (Path(site_packages(py)) / "_seen_sites.pth").write_text("\n".join(see) + "\n", encoding="utf-8")
+    return py
+
+
+def site_packages(py: Path) -> str:
+    return subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+
+
+def make_venv_seeing_this_one(venv: Path) -> Path:
+    """A new venv that sees this interpreter's packages after its own (so the wheel's
+    dependencies need no network), whether the tests run in a venv or not.  ``python -m venv
+    --system-site-packages`` would not do: from inside a venv it sees the *base* interpreter's
+    site-packages, not the venv's, and the dependencies are missing."""
+    return make_venv(venv, outer_sites())
