@@ -42,7 +42,7 @@ from pathlib import Path
 import bmcmd  # scripts/bmcmd.py: this folder is on sys.path when a script runs
 
 REPO = Path(__file__).resolve().parent.parent
-LOCOMO = Path("/work/shared/bench/locomo/locomo-dev.json")
+LOCOMO = REPO.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"  # the checkout-relative ../shared/
 TEXTS_VERSION = 1  # bump when the generated store texts change (invalidates cached stores)
 SECTIONS = ("help", "cold", "recall", "ingest")
 
@@ -53,7 +53,7 @@ def find_bm() -> str:
 
 
 def clean_env(home: Path | None = None) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BM_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BM_") or k == "BM_CACHE_DIR"}
     if home is not None:
         env["BM_HOME"] = str(home)
     return env
@@ -276,10 +276,10 @@ def shared_model_cache(cache_dir: Path) -> Path:
 
 
 def new_home(path: Path, cache_dir: Path) -> Path:
-    """An empty BM_HOME whose cache/ (the built ONNX model) is shared, so it is built once."""
+    """An empty BM_HOME; the built ONNX model is shared through BM_CACHE_DIR, so it is built once."""
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
-    (path / "cache").symlink_to(shared_model_cache(cache_dir), target_is_directory=True)
+    os.environ["BM_CACHE_DIR"] = str(shared_model_cache(cache_dir))
     return path
 
 

