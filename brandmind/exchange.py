@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from . import validate
 from .clock import parse_time
 from .errors import InvalidInput
+from .opcheck import failure
 from .projection import apply_log_side
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -91,6 +92,9 @@ def import_lines(mem: "Memory", lines: Iterable[str | bytes], batch: int = 256) 
         except json.JSONDecodeError as exc:
             raise InvalidInput(f"line {lineno}: not valid JSON ({exc.msg})",
                                hint="is this a `bm export` file? nothing from this batch was imported") from None
+        except RecursionError:
+            raise validate.too_deep(f"line {lineno}", "is this a `bm export` file? nothing from this batch "
+                                                      "was imported") from None
         if not isinstance(rec, dict) or rec.get("kind") not in {"header", "bead", "memory", "node", "edge", "mention", "skill", "file", "block",
                                                               "persona", "persona_user", "persona_doc"}:
             raise InvalidInput(f"line {lineno}: not a bm export record", hint="is this a `bm export` file?")
@@ -114,6 +118,8 @@ def _import_batch(mem: "Memory", pending: list[tuple[int, dict]], counts: dict) 
     texts, memories, ops = [], [], []
     files: list = []  # workspace files, written once the batch's ops are in
     for lineno, rec in pending:
+        first = len(ops)
+        kind = rec.get("kind")
         try:
             kind = rec.pop("kind")
             if kind == "memory":
@@ -123,6 +129,14 @@ def _import_batch(mem: "Memory", pending: list[tuple[int, dict]], counts: dict) 
                 payload = {k: rec.get(k) for k in _MEMORY_FIELDS if k != "updated"}
                 payload["text"] = validate.text(rec["text"], limit=mem.config.max_memory_chars)
                 payload["type"] = validate.memory_type(rec["type"])
+                # the rules of `remember` (the rest is checked with the op: brandmind/opcheck.py)
+                payload["user"] = validate.name(rec.get("user"), what="user")
+                if rec.get("agent") is not None:
+                    payload["agent"] = validate.name(rec["agent"], what="agent")
+                payload["importance"] = validate.importance(rec.get("importance"))
+                payload["meta"] = validate.meta(rec.get("meta"))
+                payload["provenance"] = [] if rec.get("provenance") is None else rec["provenance"]
+                payload["source"] = "import" if rec.get("source") is None else rec["source"]
                 for key in ("ts", "valid_from", "valid_to"):
                     payload[key] = parse_time(rec.get(key), field=key)
                 payload["updated"] = parse_time(rec.get("updated"), field="updated") or payload["ts"]
@@ -139,8 +153,7 @@ def _import_batch(mem: "Memory", pending: list[tuple[int, dict]], counts: dict) 
                         "id": payload["id"], "user": payload["user"],
                         "retired_at": parse_time(rec["retired_at"], field="retired_at"), "valid_to": None,
                         "by": rec.get("superseded_by"),
-                        "reason": payload["meta"].get("retired_reason") or ""
-                        if isinstance(payload.get("meta"), dict) else ""}))
+                        "reason": payload["meta"].get("retired_reason") or ""}))
                 if int(rec.get("confirmations") or 0) > 0:
                     ops.append(("memory.confirm", {"id": payload["id"], "user": payload["user"],
                                                    "ts": payload["updated"], "provenance": [],
@@ -150,11 +163,12 @@ def _import_batch(mem: "Memory", pending: list[tuple[int, dict]], counts: dict) 
                     counts["skipped"] += 1
                     continue
                 bead = mem._bead_payload(
-                    validate.text(rec["content"], what="content"), user=rec["user"], role=rec["role"],
+                    validate.text(rec["content"], what="content"), user=validate.name(rec["user"], what="user"),
+                    role=validate.name(rec["role"], what="role"),
                     speaker=rec.get("speaker"), ts=parse_time(rec["ts"], field="ts"),
                     thread=rec.get("thread"), source=rec.get("source", "import"),
-                    turn_id=rec.get("turn_id"), importance=rec.get("importance", 0.5),
-                    spans=rec.get("spans"), meta=rec.get("meta"), bead_id=rec["id"],
+                    turn_id=rec.get("turn_id"), importance=validate.importance(rec.get("importance", 0.5)),
+                    spans=rec.get("spans"), meta=validate.meta(rec.get("meta")), bead_id=rec["id"],
                     key=rec.get("key") if isinstance(rec.get("key"), str) else None)
                 ops.append(("bead.add", {"bead": bead}))
             elif kind == "node":
@@ -212,7 +226,11 @@ def _import_batch(mem: "Memory", pending: list[tuple[int, dict]], counts: dict) 
                     counts["skipped"] += 1
                     continue
                 ops.append(("kg.mention", {"node": rec["node"], "memory": rec["memory"]}))
-        except (KeyError, TypeError) as exc:
+            for op_kind, op_payload in ops[first:]:  # every op as any write's (brandmind/opcheck.py)
+                bad = failure(op_kind, op_payload)
+                if bad is not None:
+                    raise bad
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InvalidInput(f"line {lineno}: {kind} record is missing or has a bad field ({exc})",
                                hint="is this a `bm export` file? nothing from this batch was imported") from None
         except InvalidInput as exc:

@@ -33,6 +33,8 @@ def parse_message(line: str | bytes, lineno: int) -> dict | None:
     except json.JSONDecodeError as exc:
         raise InvalidInput(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})",
                            hint="fix that line, or pass --skip-bad to report bad lines and go on") from None
+    except RecursionError:  # e.g. 200,000 nested brackets
+        raise validate.too_deep(where, "fix that line, or pass --skip-bad to report bad lines and go on") from None
     return message_from_obj(obj, where)
 
 

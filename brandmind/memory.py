@@ -22,6 +22,7 @@ from .errors import BMError, InvalidInput, NotFound, StoreCorrupt, StoreMissing,
 from .facts import store_facts
 from .ingest import message_key, read_messages
 from .oplog import BlobStore, OpLog
+from .opcheck import problem
 from .projection import apply_log_side, apply_sql_side, hlc_key
 from .recall import Filters, Searcher, keyword_query
 from .sqlstore import SQLStore
@@ -977,7 +978,8 @@ class Memory:
         with self.log.write() as t:
             t.clear("beads", "bead_time", "bead_keys")
             for _, op in self.log.ops_after(0):
-                apply_log_side(t, op)
+                if problem(op) is None:  # an invalid op is skipped (quarantined by the catch-up)
+                    apply_log_side(t, op)
         from .replication import catch_up
 
         # the same order as the live catch-up: arrival order, each replica's ops in seq order
@@ -997,7 +999,8 @@ class Memory:
         self.searcher = Searcher(self.sql)
         if progress:
             progress(ops, total)
-        return {"ops": ops, "memories": self._count("memories"), "beads": self.log.count("beads")}
+        return {"ops": ops, "memories": self._count("memories"), "beads": self.log.count("beads"),
+                "skipped": self._count("quarantine")}
 
     def reindex(self, progress: Progress | None = None, batch: int = 128) -> dict:
         """Re-embed every memory with the configured embedder and swap the vectors in."""
@@ -1057,6 +1060,14 @@ class Memory:
         behind = self.log.last_arrival() - self.sql.applied()
         check("index up to date", behind == 0, f"{behind} op(s) not applied" if behind else "all ops applied",
               "run `bm rebuild`")
+        from .opcheck import quarantined
+
+        bad = quarantined(self.sql)  # ops of the log that are skipped, not applied
+        check("quarantined ops", not bad,
+              "; ".join(f"{q['op_id']} ({q['kind']}): {q['error']}" for q in bad[:5])
+              + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "") if bad else "none",
+              f"{len(bad)} op(s) in the log are skipped (written by an older bm or a faulty peer); the "
+              "rest of the store works. To be rid of them, `bm export` and `bm import` into a fresh store")
         missing = 0
         with self.log.read() as txn:
             for _, raw in txn.cursor(db=self.log.db["beads"]):

@@ -157,6 +157,11 @@ class OpLog:
                 txn.put(b"schema", str(SCHEMA).encode(), db=meta)
                 txn.put(b"next_seq", _u64(1), db=meta)
                 txn.put(b"next_arrival", _u64(1), db=meta)
+            if txn.get(b"checked_from", db=meta) is None:
+                # ops arriving from here on are checked before they are stored; those before
+                # were written by an older bm: the catch-up checks them (brandmind/opcheck.py)
+                txn.put(b"checked_from", txn.get(b"next_arrival", db=meta), db=meta)
+            self.checked_from = int.from_bytes(txn.get(b"checked_from", db=meta), "big")
             schema = int(txn.get(b"schema", db=meta))
         if schema > SCHEMA:
             raise StoreCorrupt(f"store schema {schema} is newer than this bm understands ({SCHEMA})",
@@ -364,7 +369,11 @@ class LogTxn:
         return int.from_bytes(self.txn.get(key, db=self.db["meta"]), "big")
 
     def append(self, kind: str, payload: dict, *, now_ms: int | None = None) -> dict:
-        """Append an op of this replica; returns it (with its id and HLC)."""
+        """Append an op of this replica; returns it (with its id and HLC).  The payload is
+        checked first (brandmind/opcheck.py): InvalidInput, and nothing of it is stored."""
+        from .opcheck import check
+
+        check(kind, payload)
         meta = self.db["meta"]
         replica = self.log.replica
         seq = self._meta_int(b"next_seq")

@@ -620,10 +620,15 @@ def read_structured(data: str | bytes, *, name: str = "input") -> Any:
         return json.loads(text)
     except ValueError:
         pass
+    except RecursionError:  # e.g. 200,000 nested brackets
+        raise validate.too_deep(name, "give a JSON or YAML document nested a few levels at most") from None
     import yaml
 
     try:
         return yaml.safe_load(text)
+    except RecursionError:
+        raise InvalidInput(f"{name} is YAML nested too deeply to read",
+                           hint="give a JSON or YAML document nested a few levels at most") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

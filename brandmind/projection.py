@@ -113,6 +113,7 @@ import json
 from typing import Callable
 
 from . import converge
+from .opcheck import REFUSED, quarantine
 from .oplog import LogTxn
 from .sqlstore import SQLStore
 
@@ -130,7 +131,7 @@ def apply_log_side(txn: LogTxn, op: dict, hk: str | None = None) -> None:
     keeps each bead's op HLC), and a message key maps to the smallest bead id holding it.
     ``hk``: the op's :func:`hlc_key`, when the caller has it."""
     kind, p = op["kind"], op["payload"]
-    if p.get("redacted"):
+    if p.get("redacted") or REFUSED in p:
         return
     if kind == "bead.add":
         bead = p["bead"]
@@ -154,8 +155,13 @@ _LOG_ONLY = frozenset({"bead.add", "bead.forget"})
 
 
 def apply_sql_side(sql: SQLStore, op: dict, vector_for: VectorFor) -> None:
-    """The SQLite projections of one op; the caller holds the write transaction."""
+    """The SQLite projections of one op; the caller holds the write transaction.  An op
+    refused when it was pulled is quarantined instead (brandmind/opcheck.py; the catch-up
+    checks the ops of logs written before ops were checked on entry)."""
     kind, p = op["kind"], op["payload"]
+    if REFUSED in p:
+        quarantine(sql, op, str(p[REFUSED]))
+        return
     if kind in _LOG_ONLY:
         return
     if p.get("redacted"):

@@ -210,7 +210,7 @@ def receive(t: "LogTxn", op: dict, *, max_skew_ms: int, now_ms: int | None = Non
         gone = _get_str(t, b"fu\0" + p["user"].encode())
         if gone is not None and hk < gone:  # a forgotten user's node arrived after the forget
             _forget_node(t, p["id"], gone)
-    if not p.get("redacted"):
+    if not p.get("redacted") and "refused" not in p:  # (refused: brandmind/opcheck.py)
         if kind == "memory.add":
             t.txn.put(b"ma\0" + p["id"].encode(), op["id"].encode(), db=t.db["sync"])
         elif kind == "memory.forget":
@@ -520,7 +520,9 @@ def receive_batch(mem: "Memory", ops: Iterable[dict], *, now_ms: int | None = No
     The projection is handed the ops as this transaction stored them and the vectors just
     made, so neither is read back from LMDB.  (Another process may redact one of them
     before the projection runs: its forget is a later op, which removes it again.)"""
-    ops = list(ops)
+    from .opcheck import screen
+
+    ops = [screen(op) for op in ops]  # an invalid op is stored refused (brandmind/opcheck.py)
     received = duplicates = 0
     if not ops and accept is None and not has_held(mem.log):
         return {"received": 0, "duplicates": 0}
@@ -611,9 +613,71 @@ def catch_up(log: "OpLog", sql: "SQLStore", vector_for: Callable[[str], bytes],
              apply: Callable[..., None] | None = None, fresh: dict[int, dict] | None = None) -> int:
     """Apply to ``sql`` every op it has not seen, in arrival order, each replica's ops in
     seq order (held back until the gap fills); returns how many arrivals were processed.
-    ``fresh``: arrival -> op of ops the caller just stored (not read back from LMDB)."""
+    ``fresh``: arrival -> op of ops the caller just stored (not read back from LMDB).
+
+    An op whose apply fails on its data (a log written by an older bm) never stops the
+    store: the batch is rolled back and applied again with each op in a savepoint, and the
+    failing op is quarantined with its error (brandmind/opcheck.py) and counted as applied."""
     if apply is None:
         from .projection import apply_sql_side as apply
+    try:
+        return _catch_up(log, sql, vector_for, progress, apply=apply, fresh=fresh, guard=False)
+    except _data_errors():
+        return _catch_up(log, sql, vector_for, progress, apply=apply, fresh=fresh, guard=True)
+
+
+def _data_errors() -> tuple[type[BaseException], ...]:
+    """What a bad op's data makes an apply raise (never I/O, locking or a missing embedder)."""
+    import apsw
+
+    return (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError,
+            RecursionError, InvalidInput, apsw.ConstraintError, apsw.MismatchError, apsw.SQLError,
+            apsw.TooBigError, apsw.RangeError)
+
+
+def _guarded(apply: Callable[..., None]) -> Callable[..., None]:
+    errors = _data_errors()
+
+    def run(sql: "SQLStore", op: dict, vector_for: Callable[[str], bytes]) -> None:
+        from .opcheck import quarantine
+
+        c = sql.conn
+        c.execute("SAVEPOINT bm_op")
+        try:
+            apply(sql, op, vector_for)
+        except errors as exc:
+            c.execute("ROLLBACK TO bm_op")
+            c.execute("RELEASE bm_op")
+            detail = exc.message if isinstance(exc, InvalidInput) else str(exc)
+            quarantine(sql, op, f"apply failed: {type(exc).__name__}: {detail}")
+        else:
+            c.execute("RELEASE bm_op")
+
+    return run
+
+
+def _checking(apply: Callable[..., None], checked_from: int) -> Callable[..., None]:
+    """``apply`` that first checks the ops stored before ops were checked on entry (arrival
+    below ``checked_from``: a log written by an older bm), quarantining the invalid ones."""
+    from .opcheck import problem, quarantine
+
+    def run(sql: "SQLStore", op: dict, vector_for: Callable[[str], bytes], arrival: int | None = None) -> None:
+        if checked_from > 1 and (arrival is None or arrival < checked_from):
+            why = problem(op)
+            if why is not None:
+                quarantine(sql, op, why)
+                return
+        apply(sql, op, vector_for)
+
+    return run
+
+
+def _catch_up(log: "OpLog", sql: "SQLStore", vector_for: Callable[[str], bytes],
+              progress: Callable[[int, int], None] | None, *, apply: Callable[..., None],
+              fresh: dict[int, dict] | None, guard: bool) -> int:
+    if guard:
+        apply = _guarded(apply)
+    apply = _checking(apply, log.checked_from)
     c = sql.conn
     n = 0
     with sql.write():
@@ -633,7 +697,7 @@ def catch_up(log: "OpLog", sql: "SQLStore", vector_for: Callable[[str], bytes],
                 replica, seq = split_id(op["id"])
                 head = heads.get(replica, 0)
                 if seq == head + 1:
-                    apply(sql, op, vector_for)
+                    apply(sql, op, vector_for, arrival)
                     head = seq
                     while (replica, head + 1) in held:
                         nxt = log.get_op(replica, head + 1)

@@ -100,6 +100,10 @@ MIGRATIONS: list[tuple[str, Any]] = [
     # its segments instead of adding a delete marker; secure_delete zeroes the freed pages)
     ("0011_fts_secure_delete", lambda dim: [
         "INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 1)"]),
+    # ops of the log that are not applied: refused when pulled, or failing their check or
+    # their apply (a log written by an older bm); listed by `bm doctor` (brandmind/opcheck.py)
+    ("0012_quarantine", lambda dim: [
+        "CREATE TABLE quarantine(op_id TEXT PRIMARY KEY, kind TEXT, hlc TEXT, error TEXT NOT NULL)"]),
 ]
 
 REMOTE_MAP_SCHEMA = (

@@ -1,6 +1,7 @@
 """Checks on what callers hand bm, each failing with an InvalidInput that names the fix."""
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -74,4 +75,48 @@ def meta(value: Any) -> dict:
     if not isinstance(value, dict):
         raise InvalidInput(f"meta must be a JSON object, got {type(value).__name__}",
                            hint='e.g. "meta": {"source": "slack"}')
+    return json_value(value, what="meta")
+
+
+MAX_DEPTH = 64  # nesting of a JSON value bm stores (meta, provenance, ...)
+
+
+def json_value(value: Any, *, what: str) -> Any:
+    """Plain JSON (string keys, finite numbers) nested at most MAX_DEPTH deep: a deep value
+    is refused here, never a RecursionError somewhere later (the walk stops at MAX_DEPTH)."""
+    _walk(value, 1, what)
     return value
+
+
+_JSON_HINT = "use strings, numbers, booleans, null, lists and objects, nested a few levels at most"
+
+
+def _walk(v: Any, depth: int, what: str) -> None:
+    t = type(v)
+    if t is str or t is int or v is None or t is bool:
+        return
+    if t is dict or t is list or t is tuple or isinstance(v, (dict, list, tuple)):
+        if depth > MAX_DEPTH:
+            raise InvalidInput(f"{what} is nested more than {MAX_DEPTH} levels deep", hint=_JSON_HINT)
+        if isinstance(v, dict):
+            for k, item in v.items():
+                if type(k) is not str and not isinstance(k, str):
+                    raise InvalidInput(f"{what} has a key that is not a string ({k!r})", hint=_JSON_HINT)
+                ti = type(item)
+                if not (ti is str or ti is int or item is None or ti is bool):
+                    _walk(item, depth + 1, what)
+        else:
+            for item in v:
+                ti = type(item)
+                if not (ti is str or ti is int or item is None or ti is bool):
+                    _walk(item, depth + 1, what)
+    elif isinstance(v, float):
+        if not math.isfinite(v):
+            raise InvalidInput(f"{what} holds {v!r}, which is not JSON", hint=_JSON_HINT)
+    elif not isinstance(v, (str, int)):
+        raise InvalidInput(f"{what} holds a {type(v).__name__}, which is not JSON", hint=_JSON_HINT)
+
+
+def too_deep(where: str, hint: str) -> InvalidInput:
+    """The error of a JSON text nested deeper than the parser goes (json raises RecursionError)."""
+    return InvalidInput(f"{where}: JSON nested too deeply to read", hint=hint)

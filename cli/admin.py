@@ -73,6 +73,8 @@ def rebuild(as_json: JsonOpt = False) -> None:
         print(json.dumps(result))
     else:
         info(f"rebuilt from {result['ops']} ops: {result['memories']} memories, {result['beads']} beads")
+        if result.get("skipped"):
+            info(f"skipped {result['skipped']} op(s) that cannot be applied; `bm doctor` lists them")
 
 
 def reindex(as_json: JsonOpt = False) -> None:

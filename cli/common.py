@@ -37,6 +37,11 @@ def open_input(path: str) -> Iterator[Any]:
         yield sys.stdin.buffer
         return
     p = Path(path)
+    if p.is_dir():
+        from brandmind.errors import UsageError
+
+        raise UsageError(f"{path} is a directory, not a file",
+                         hint=f"give a JSONL file in it (e.g. {p / 'chat.jsonl'}), or - to read stdin")
     if not p.is_file():
         raise NotFound(f"no such file: {path}", hint="give a JSONL file path, or - to read stdin")
     with p.open("rb") as fh:

@@ -35,6 +35,8 @@ def parse_fact_json(raw: str | bytes, where: str = "the fact") -> dict:
     except ValueError as exc:
         raise InvalidInput(f"{where} is not valid JSON ({exc})",
                            hint='e.g. {"subject": "Ann", "predicate": "lives_in", "object": "Lisbon"}') from None
+    except RecursionError:  # e.g. 200,000 nested brackets
+        raise validate.too_deep(where, 'e.g. {"subject": "Ann", "predicate": "lives_in", "object": "Lisbon"}') from None
     if not isinstance(obj, dict):
         raise InvalidInput(f"{where} must be a JSON object, got {type(obj).__name__}",
                            hint="one fact per object; use `bm facts add FILE.jsonl` for many")

@@ -164,6 +164,9 @@ def _recall_batch(path: str, user: Optional[str], agent: Optional[str], now: Opt
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 failed += 1
                 q = {"id": lineno, "_error": f"line {lineno}: not valid JSON ({exc})"}
+            except RecursionError:  # e.g. 200,000 nested brackets
+                failed += 1
+                q = {"id": lineno, "_error": f"line {lineno}: JSON nested too deeply to read"}
             if not isinstance(q, dict):
                 failed += 1
                 q = {"id": lineno, "_error": f"line {lineno}: expected a JSON object"}

@@ -34,6 +34,9 @@ def _schema(value: str) -> Any:
     except json.JSONDecodeError as exc:
         raise InvalidInput(f"the input schema in {where} is not valid JSON ({exc.msg}, line {exc.lineno})",
                            hint='e.g. --schema \'{"type": "object", "properties": {"city": {"type": "string"}}}\'') from None
+    except RecursionError:  # e.g. 200,000 nested brackets
+        raise InvalidInput(f"the input schema in {where} is JSON nested too deeply to read",
+                           hint='e.g. --schema \'{"type": "object", "properties": {"city": {"type": "string"}}}\'') from None
 
 
 def _body(value: str) -> str:
@@ -57,7 +60,7 @@ def _example(value: str) -> Any:
     if value.lstrip().startswith(("{", "[")):
         try:
             return json.loads(value)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             pass
     return value
 
