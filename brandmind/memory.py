@@ -597,7 +597,6 @@ class Memory:
                 row = rows.get(memory_id)
                 forget_memory_in_log(t, memory_id, hlc_key(op["hlc"]), row["op_id"] if row else None)
                 if row:
-                    t.forgotten.append(row["text"])
                     t.drop_vectors(row["text"])
             for bead_id in beads:
                 op = t.append("bead.forget", {"id": bead_id})

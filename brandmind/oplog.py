@@ -168,12 +168,15 @@ class OpLog:
                                hint="upgrade bm (pip install -U brandmind)")
         with self.env.begin() as txn:
             self.replica = txn.get(b"replica", db=self.db["meta"]).decode()
+            pending = txn.get(b"scrub_pending", db=self.db["meta"]) is not None
             vv_ready = txn.get(b"vv_ready", db=self.db["sync"]) is not None
         if not vv_ready:  # a store from before sync: compute the version vector once
             from .replication import init_version_vector
 
             with self.env.begin(write=True) as txn:
                 init_version_vector(self, txn)
+        if pending:  # a forget's scrub had to wait for another process's reader
+            self.scrub()
 
     def close(self) -> None:
         self.env.close()
@@ -190,8 +193,8 @@ class OpLog:
             raise
         else:
             txn.commit()
-        if t.forgotten:  # text redacted by this transaction: its dead copies go too
-            self.scrub(t.forgotten)
+        if t.scrub:  # text redacted or deleted by this transaction: its dead copies go too
+            self.scrub()
         if t.dead_blobs:
             self.drop_blobs(t.dead_blobs)
 
@@ -205,42 +208,20 @@ class OpLog:
         for digest in doomed:
             BlobStore(self.path.parent / "blobs").remove(digest)
 
-    def scrub(self, texts: Iterable[str]) -> int:
-        """Overwrite the copies of forgotten ``texts`` that LMDB left behind.
+    def scrub(self) -> bool:
+        """Zero what LMDB kept of deleted and redacted data (brandmind/lmdbscrub.py).  A
+        first commit rolls LMDB's second meta page past the forget; while a reader in
+        another process holds an older snapshot, nothing is zeroed and the ``scrub_pending``
+        mark makes the next open (or forget) try again.  Returns whether it ran."""
+        from .lmdbscrub import scrub
 
-        LMDB copies a page on write, so a redacted op's old payload stays in a freed page
-        (and a deleted value in a page's free space) until the page is reused.  Under the
-        write lock (no other writer), each text that no live value holds any more is
-        overwritten with ``*`` wherever its bytes (raw or JSON-escaped) are in the file;
-        a text still held by a live value (another turn said the same) is left alone.
-        Returns how many copies were overwritten."""
-        import mmap
-        import re
-
-        needles: set[bytes] = set()
-        for text in texts:
-            if len(text) >= SCRUB_MIN_CHARS:
-                needles.add(text.encode("utf-8"))
-                needles.add(orjson.dumps(text)[1:-1])
-        if not needles:
-            return 0
-        data = self.path / "data.mdb"
-        with self.env.begin(write=True) as txn:  # held only for the lock: writes nothing
-            for name in ("ops", "beads"):
-                for _, value in txn.cursor(db=self.db[name]):
-                    needles = {n for n in needles if n not in value}
-                    if not needles:
-                        return 0
-            pattern = re.compile(b"|".join(re.escape(n) for n in sorted(needles, key=len, reverse=True)))
-            hits = 0
-            with open(data, "r+b") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                spots = [(m.start(), m.end() - m.start()) for m in pattern.finditer(mm)]
-                for start, size in spots:
-                    os.pwrite(fh.fileno(), b"*" * size, start)
-                    hits += 1
-                if hits:
-                    os.fsync(fh.fileno())
-        return hits
+        with self.env.begin(write=True) as txn:
+            txn.put(b"scrub_pending", b"1", db=self.db["meta"])
+        if not scrub(self.env, self.path / "data.mdb"):
+            return False
+        with self.env.begin(write=True) as txn:
+            txn.delete(b"scrub_pending", db=self.db["meta"])
+        return True
 
     @contextmanager
     def read(self) -> Iterator[Any]:
@@ -361,8 +342,8 @@ class LogTxn:
         # ops key -> (arrival, op as stored) of the ops received in this transaction, when
         # its caller asks (replication.receive_batch: the projection then needs no read back)
         self.fresh: dict[bytes, tuple[int, dict]] | None = None
-        # texts this transaction redacted or deleted: scrubbed from the file after commit
-        self.forgotten: list[str] = []
+        # this transaction redacted or deleted text: the file is scrubbed after commit
+        self.scrub = False
         self.dead_blobs: list[str] = []  # blobs of forgotten beads: deleted after commit
 
     def _meta_int(self, key: bytes) -> int:
@@ -406,7 +387,7 @@ class LogTxn:
         if raw is None:
             return
         op = loads(raw)
-        self.forgotten.extend(_texts(op["payload"]))
+        self.scrub = True
         op["payload"] = payload
         self.txn.put(key, dumps(op), db=self.db["ops"])
         if self.fresh is not None and key in self.fresh:
@@ -425,7 +406,7 @@ class LogTxn:
 
     def forget_bead(self, bead: dict) -> None:
         """Delete a bead and have its text scrubbed (its blob is removed by the caller)."""
-        self.forgotten.extend(_texts(bead))
+        self.scrub = True
         self.delete_bead(bead)
 
     def delete_bead(self, bead: dict) -> None:
@@ -482,25 +463,6 @@ class LogTxn:
     def clear(self, *names: str) -> None:
         for name in names:
             self.txn.drop(self.db[name], delete=False)
-
-
-SCRUB_MIN_CHARS = 4  # shorter texts ("yes", "ok") are everywhere: nothing to scrub
-_TEXT_FIELDS = ("text", "content", "name", "object", "subject")
-
-
-def _texts(payload: Any) -> list[str]:
-    """The user-written strings of an op payload or a bead (what a forget must not leave)."""
-    out: list[str] = []
-    if isinstance(payload, dict):
-        for key, value in payload.items():
-            if isinstance(value, str) and key in _TEXT_FIELDS:
-                out.append(value)
-            elif isinstance(value, (dict, list)):
-                out.extend(_texts(value))
-    elif isinstance(payload, list):
-        for value in payload:
-            out.extend(_texts(value))
-    return out
 
 
 def _bead_time_key(bead: dict) -> bytes:

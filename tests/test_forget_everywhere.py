@@ -192,3 +192,12 @@ def test_a_forget_reaches_the_other_device_and_leaves_no_copy_in_either_store(tm
             assert files_holding(dev.home, SECRET) == []
     finally:
         server.stop()
+
+
+def test_wiping_a_user_leaves_none_of_their_words_in_the_files(bm, store, bm_home):
+    ingest(bm, *[("user", f"turn {i} of zq-private-{i:03d}") for i in range(200)], user="ann")
+    ingest(bm, ("user", "bob stays zq-bob-keeps"), user="bob")
+    assert bm("remember", "ann's zq-remembered-fact", "-u", "ann").code == 0
+    assert bm("forget", "--wipe-user", "ann", "--yes").code == 0
+    assert files_holding(bm_home, "zq-private-", "zq-remembered-fact") == []
+    assert "zq-bob-keeps" in bm("beads", "tail", "-u", "bob", "--json").out
