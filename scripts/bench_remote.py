@@ -59,19 +59,22 @@ def build(home: Path, facts: int):
     return mem
 
 
-def time_queries(mem, remote, queries: list[str], rounds: int) -> list[float]:
+def time_queries(mem, remote, queries: list[str], rounds: int) -> tuple[list[float], int]:
+    """Wall time of each assisted recall, and how many the remote did not answer in time
+    (a late or failed remote is counted, not fatal: a loaded machine is what it is)."""
     from brandmind.sync.assist import assisted_recall
 
-    out = []
+    out, missed = [], 0
     for _ in range(rounds):
         for q in queries:
             t0 = time.perf_counter()
             results, reports = assisted_recall(lambda: mem.recall(q, k=10, user="ann"), [remote], q,
                                                user="ann", k=10, forced=True)
             out.append(time.perf_counter() - t0)
-            if reports[0]["status"] != "ok":
+            if reports[0]["status"] == "error":
                 raise SystemExit(f"bench: {remote.name} answered {reports[0]}")
-    return out
+            missed += reports[0]["status"] != "ok"
+    return out, missed
 
 
 def overlap(sink, queries: list[str]) -> dict:
@@ -98,7 +101,7 @@ def shell_runs(home: Path, env: dict, queries: list[str], n: int) -> dict:
     """Cold `bm recall --remote` subprocesses, each followed by the same recall without --remote."""
     bm = [sys.executable, "-m", "brandmind.cli.app"]
     env = {**os.environ, **env, "BM_HOME": str(home)}
-    load0 = os.getloadavg()
+    load0 = os.getloadavg()  # the machine's load when the shell runs start (other work counts)
     imports: dict[str, list[float]] = {}
     for _ in range(3):
         for what in ("pass", "import socket", "import redis", "import falkordb", "import graphiti_core"):
@@ -154,8 +157,8 @@ def main() -> int:
             rep = sync_once(mem, graph)
             push = time.perf_counter() - t0
             assert not rep["errors"], rep["errors"]
-            times = time_queries(mem, graph, queries, args.rounds)
-            rows.append(("graphiti on FalkorDB (real server)", times, push))
+            times, missed = time_queries(mem, graph, queries, args.rounds)
+            rows.append(("graphiti on FalkorDB (real server)", times, missed, push))
             agree = overlap(sink, queries)
             sink.close()
             shell = None
@@ -177,7 +180,7 @@ def main() -> int:
             rep = sync_once(mem, zr)
             push = time.perf_counter() - t0
             assert not rep["errors"], rep["errors"]
-            rows.append(("zep (loopback server speaking the v4 API)", time_queries(mem, zr, queries, args.rounds), push))
+            rows.append(("zep (loopback server speaking the v4 API)", *time_queries(mem, zr, queries, args.rounds), push))
         finally:
             zep.stop()
         # the fallback: a remote that never answers (a closed port) costs at most the budget
@@ -199,16 +202,17 @@ def main() -> int:
         mem.close()
     print(f"\n## remote-assisted recall ({os.cpu_count()} CPUs, {args.facts:,} facts, "
           f"{args.queries} queries x {args.rounds} rounds, in process)\n")
-    print("| remote | mirror push | p50 | p95 | target p95 | meets |")
-    print("|---|---|---|---|---|---|")
+    print("| remote | mirror push | p50 | p95 | late (local only) | target p95 | meets |")
+    print("|---|---|---|---|---|---|---|")
     summary = {}
-    for name, times, push in rows:
+    for name, times, missed, push in rows:
         p50, p95 = statistics.median(times) * 1000, pct(times, 0.95) * 1000
-        print(f"| {name} | {push:.2f} s | {p50:.0f} ms | {p95:.0f} ms | 700 ms | {'yes' if p95 <= 700 else '**NO**'} |")
-        summary[name] = {"p50_ms": round(p50, 1), "p95_ms": round(p95, 1), "push_s": round(push, 2)}
-    print(f"| local recall alone | | {statistics.median(local) * 1000:.0f} ms | {pct(local, 0.95) * 1000:.0f} ms | | |")
+        print(f"| {name} | {push:.2f} s | {p50:.0f} ms | {p95:.0f} ms | {missed}/{len(times)} | 700 ms "
+              f"| {'yes' if p95 <= 700 else '**NO**'} |")
+        summary[name] = {"p50_ms": round(p50, 1), "p95_ms": round(p95, 1), "late": missed, "push_s": round(push, 2)}
+    print(f"| local recall alone | | {statistics.median(local) * 1000:.0f} ms | {pct(local, 0.95) * 1000:.0f} ms | | | |")
     print(f"| remote down (fallback to local) | | {statistics.median(fb) * 1000:.0f} ms | {pct(fb, 0.95) * 1000:.0f} ms "
-          f"| 700 ms | {'yes' if pct(fb, 0.95) <= 0.75 else '**NO**'} |")
+          f"| | 700 ms | {'yes' if pct(fb, 0.95) <= 0.75 else '**NO**'} |")
     summary["fallback"] = {"p50_ms": round(statistics.median(fb) * 1000, 1), "p95_ms": round(pct(fb, 0.95) * 1000, 1)}
     print(f"\ndirect search vs graphiti-core's on the same graph ({agree['queries']} queries): same best hit "
           f"{agree['same_top1']}/{agree['queries']}, top-5 overlap {agree['top5_overlap']:.0%}; search alone p50 "

@@ -245,5 +245,5 @@ def test_a_cold_recall_remote_imports_no_graphiti_falkordb_or_redis(cli_store):
     assert f"graph:{made}" in proc.stdout  # the remote did answer (else nothing would be imported anyway)
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "brandmind.sync.falkor_search" in imported
-    heavy = sorted(m for m in imported if m.split(".")[0] in ("graphiti_core", "falkordb", "redis", "pydantic"))
+    heavy = sorted(m for m in imported if m.split(".")[0] in ("graphiti_core", "falkordb", "redis"))
     assert heavy == [], heavy
