@@ -39,10 +39,14 @@ kind priority (secret > card > account > email > phone > address > name/place/pr
 length.  ``redact(text, hits)`` replaces each span with ``[REDACTED:<kind>]``.
 
 ``private_terms_for(mem, user)`` collects the writer's own names and places: from their
-private ``human`` block (``brandmind.blocks.get_block_text``), their memories (capitalised
-proper nouns, minus common words, months, weekdays and words the user also writes in lower
-case) and the subject / object of their facts and graph nodes (people -> name, places ->
-place).  It is cached on the store object until the next op is applied.
+private blocks (the ``human`` block, ``brandmind.blocks.get_block_text``, and every other
+block of theirs in the user or agent scope) and their memories: capitalised proper nouns
+(minus common words, months, weekdays; a word the user also writes in lower case matches
+only as written), and whatever a cue marks as a name whatever its case or place in the
+sentence (:func:`_cue_terms`: "a dog called Biscuit", "Pet: Biscuit", "Biscuit is Ann's
+dog", "Biscuit (her dog)", "Biscuit loves walks"); plus the subject / object of their facts
+and graph nodes (people -> name, places -> place).  It is cached on the store object until
+the next op is applied.
 
 Speed: tens of thousands of sentences a second (tests/test_pii.py measures it).
 """
@@ -517,6 +521,46 @@ def _proper_nouns(text: str, lower_words: set[str]) -> list[tuple[str, bool, str
     return out
 
 
+# what names a thing: "called Biscuit", "named biscuit", "her name is Biscuit", "goes by Bis"
+_NAMED = re.compile(r"\b(?:called|named|nicknamed|name\s+is|name['’]s|goes\s+by|known\s+as)\s+"
+                    r"([A-Za-z][\w'’\-]*(?:\s+[A-Z][\w'’\-]*)?)")
+# nouns whose label or apposition marks a name: pets, family, people around the user, their places
+_NAMED_NOUNS = (r"pet|pets|dog|dogs|puppy|cat|cats|kitten|horse|pony|bird|parrot|rabbit|bunny|hamster|fish|"
+                r"turtle|tortoise|snake|lizard|ferret|son|daughter|kid|kids|child|children|baby|wife|husband|"
+                r"partner|spouse|boyfriend|girlfriend|fianc[ée]e?|sister|brother|sibling|twin|mother|mom|mum|"
+                r"father|dad|parent|grandma|grandpa|grandmother|grandfather|aunt|uncle|cousin|niece|nephew|"
+                r"friend|best friend|boss|manager|colleague|coworker|roommate|flatmate|neighbou?r|nickname|"
+                r"employer|company|school|university|hometown|street|neighbou?rhood")
+# "Pet: Biscuit", "- dog - Biscuit", "Sister's name: Imogen"
+_LABELLED = re.compile(rf"(?im)^[ \t]*(?:[-*•][ \t]*)?(?:\w+['’]s[ \t]+)?(?:{_NAMED_NOUNS})(?:['’]s[ \t]+name)?"
+                       r"[ \t]*[:=\-–—][ \t]*([A-Za-z][\w'’\-]*(?:[ \t]+[A-Z][\w'’\-]*)?)")
+# "Biscuit is Ann's dog", "Biscuit, her dog", "Biscuit (the user's cat)"
+_APPOSED = re.compile(rf"\b([A-Z][\w'’\-]*[a-z][\w'’\-]*)(?:\s*[,(]\s*|\s+(?:is|was)\s+)(?:also\s+)?"
+                      rf"(?:[A-Z]\w*['’]s|her|his|my|their|our|the\s+user['’]s)\s+(?:\w+\s+)?(?:{_NAMED_NOUNS})\b")
+# "Biscuit loves walks": a capitalised word opening a sentence, then a verb only people and pets do
+_ANIMATE = re.compile(r"(?:^|[.!?;\n]\s*)([A-Z][a-z][\w'’\-]*)\s+(?:loves|adores|hates|barks|meows|purrs|sleeps|"
+                      r"naps|fetches|chases|bites|cuddles|snores|likes\s+to|enjoys)\b")
+_NOT_CUED = {"it", "me", "him", "her", "them", "us", "you", "after", "off", "out", "up", "back", "in", "on", "for",
+             "a", "an", "the", "this", "that", "by", "to", "as", "because", "something", "anything"}
+
+
+def _cue_terms(text: str) -> list[tuple[str, str, tuple[int, int]]]:
+    """(term, kind, span) of what a cue in ``text`` marks as a name, whatever its case or place
+    in the sentence (see the module docstring)."""
+    out = []
+    for pattern in (_NAMED, _LABELLED, _APPOSED, _ANIMATE):
+        for m in pattern.finditer(text):
+            term = re.sub(r"['’]s$", "", m.group(1)).strip("'’-")
+            words = term.split()
+            while words and words[-1].casefold() in _COMMON | _NOT_CUED:
+                words.pop()
+            if not words or words[0].casefold() in _COMMON | _NOT_CUED or len(words[0]) < 2:
+                continue
+            term = " ".join(words)
+            out.append((term[0].upper() + term[1:], "name", m.span(1)))
+    return out
+
+
 def private_terms_for(mem: "Memory", user: str) -> Terms:
     """The names and places of ``user``'s private content (see the module docstring); a
     :class:`Terms` set (``.kinds``: term -> "name" | "place").  Cached on ``mem`` until the
@@ -532,6 +576,13 @@ def private_terms_for(mem: "Memory", user: str) -> Terms:
     human = blocks.get_block_text(mem, user=user, agent=None, label="human")
     if human:
         texts.append(human)
+    # their other private blocks (user and agent scopes; never a shared persona block)
+    for (value,) in mem.sql.conn.execute(
+            "SELECT value FROM blocks WHERE user_id = ? AND scope IN ('user', 'agent') AND value != '' "
+            "ORDER BY id", (user,)):
+        if value != human:
+            texts.append(value)
+    if human:
         for m in _NAME_LINE.finditer(human):
             value = m.group(1).strip().strip(".")
             if value and value[0].isupper() and len(value) <= 80:
@@ -564,8 +615,17 @@ def private_terms_for(mem: "Memory", user: str) -> Terms:
             continue
         terms.add_term(obj, "private")
     lower_words: set[str] = set()
+    cued: list[tuple[str, str]] = []
     for text in texts:
+        spans = []
+        for term, kind, span in _cue_terms(text):
+            cued.append((term, kind))
+            spans.append(span)
+        for a, b in reversed(spans):  # the cued word itself is no everyday use of it
+            text = text[:a] + " " + text[b:]
         lower_words.update(w for w in re.findall(r"\b[a-z][\w'’\-]*", text))
+    for term, kind in cued:
+        terms.add_term(term, kind)
     # a single capitalised word seen only at the start of sentences is ambiguous ("Lives near
     # ...", "Prefers ..."): taken only when it is also capitalised mid-sentence somewhere
     found = [pair for text in texts for pair in _proper_nouns(text, lower_words)]
