@@ -276,3 +276,74 @@ def test_scripts_find_shared_data_relative_to_the_checkout():
     finally:
         sys.path.remove(str(ROOT / "scripts"))
     assert bench.LOCOMO == ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
+
+
+# -- the built model: one cache per user, shared by every store --------------------------------------
+def _model_env(tmp_path: Path, home: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BM_")}
+    env.update(BM_HOME=str(tmp_path / home), XDG_CACHE_HOME=str(tmp_path / "xdg"), BM_LOCAL_VARIANT="fp32")
+    return env
+
+
+@pytest.mark.slow
+def test_stores_share_one_model_cache_built_once_even_by_two_processes_at_once(tmp_path):
+    """Two stores, two processes building the model at the same moment: one model in the user's
+    cache ($XDG_CACHE_HOME/brandmind), none in either store, no temp file left, both work."""
+    cmd = [sys.executable, "-m", "brandmind.cli.app"]
+    for home in ("a", "b"):
+        assert subprocess.run([*cmd, "init"], env=_model_env(tmp_path, home), capture_output=True,
+                              timeout=120).returncode == 0
+    procs = [subprocess.Popen([*cmd, "remember", f"Ann lives in Lisbon ({home})"], env=_model_env(tmp_path, home),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for home in ("a", "b")]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err.decode()
+    cache = tmp_path / "xdg" / "brandmind"
+    files = sorted(p.name for p in cache.iterdir() if not p.name.startswith("."))
+    assert len(files) == 2 and files[0].endswith(".fp32.v2.onnx") and files[1].endswith(".data"), files
+    for home in ("a", "b"):
+        assert not list((tmp_path / home).rglob("*.onnx")), f"a model inside store {home}"
+        res = subprocess.run([*cmd, "recall", "where does Ann live", "--json"], env=_model_env(tmp_path, home),
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0 and f"({home})" in res.stdout, res.stderr
+    # BM_CACHE_DIR overrides the XDG location
+    env = {**_model_env(tmp_path, "c"), "BM_CACHE_DIR": str(tmp_path / "elsewhere")}
+    assert subprocess.run([*cmd, "remember", "x"], env=env, capture_output=True, timeout=300).returncode == 0
+    assert list((tmp_path / "elsewhere").glob("*.onnx"))
+
+
+@pytest.mark.slow
+def test_the_first_model_build_says_so_on_a_terminal_only(tmp_path):
+    import pty
+
+    cmd = [sys.executable, "-m", "brandmind.cli.app", "remember", "Ann likes tea"]
+    env = _model_env(tmp_path, "a")
+    master, slave = pty.openpty()
+    try:
+        first = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=slave, timeout=300)
+        os.close(slave)
+        said = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            said += chunk
+    finally:
+        os.close(master)
+    assert first.returncode == 0
+    assert b"building the local embedding model (once" in said, said
+    # cached now: silent on a terminal; and never a word into a pipe
+    master, slave = pty.openpty()
+    again = subprocess.run(cmd[:-1] + ["Bob likes coffee"], env=env, stdout=subprocess.PIPE, stderr=slave, timeout=120)
+    os.close(slave)
+    try:
+        rest = os.read(master, 65536)
+    except OSError:
+        rest = b""
+    os.close(master)
+    assert again.returncode == 0 and b"building" not in rest
+    piped = subprocess.run(cmd, env=_model_env(tmp_path / "p", "a"), capture_output=True, timeout=300)
+    assert piped.returncode == 0 and b"building" not in piped.stderr, piped.stderr
