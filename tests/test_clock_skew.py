@@ -173,7 +173,7 @@ def skew_scenarios(draw):
     return n, bad, shift, grain, faults, actions, release
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
+@settings(max_examples=40, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(skew_scenarios())
 def test_healthy_replicas_keep_converging_whatever_one_clock_does(scenario):
