@@ -328,24 +328,34 @@ class Memory:
         return sorted(merged, key=lambda h: (-h["score"], h["rowid"]))
 
     def recall_batch(self, queries: Iterable[dict], *, user: str | None = None,
-                     agent: str | None = None, now: str | int | None = None) -> Iterator[dict]:
+                     agent: str | None = None, now: str | int | None = None, k: int | None = None,
+                     types: Iterable[str] = (), since: str | int | None = None,
+                     until: str | int | None = None, as_of: str | int | None = None,
+                     min_score: float | None = None) -> Iterator[dict]:
         """For each ``{"query", "k"?, "id"?, "user"?, "agent"?, "type"?, "since"?, "until"?,
-        "now"?, "as_of"?}``, ``{"id", "results"}`` (or ``{"id", "error"}`` for that query alone)."""
+        "now"?, "as_of"?, "min_score"?}``, ``{"id", "results"}`` (or ``{"id", "error"}`` for
+        that query alone).  The keyword arguments are the defaults of every query; a key
+        of the line wins over its default."""
         for n, q in enumerate(queries, 1):
             qid = q.get("id", n) if isinstance(q, dict) else n
             try:
                 if not isinstance(q, dict) or "query" not in q:
                     raise InvalidInput("each batch line needs a \"query\"",
                                        hint='e.g. {"id": 1, "query": "where does Ann live?", "k": 5}')
-                types = q.get("type") or ()
-                if not isinstance(types, (str, list, tuple)):
+                line_types = q.get("type") or types or ()
+                if not isinstance(line_types, (str, list, tuple)):
                     raise InvalidInput('"type" is a memory type or a list of them',
                                        hint='e.g. "type": "fact" or "type": ["fact", "decision"]')
-                results = self.recall(q["query"], k=q.get("k"), user=q.get("user", user),
+                results = self.recall(q["query"], k=q.get("k", k), user=q.get("user", user),
                                       agent=q.get("agent", agent),
-                                      types=[types] if isinstance(types, str) else types,
-                                      since=q.get("since"), until=q.get("until"),
-                                      now=q.get("now", now), as_of=q.get("as_of"))
+                                      types=[line_types] if isinstance(line_types, str) else line_types,
+                                      since=q.get("since", since), until=q.get("until", until),
+                                      now=q.get("now", now), as_of=q.get("as_of", as_of))
+                floor = q.get("min_score", min_score)
+                if floor is not None:
+                    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or floor != floor:
+                        raise InvalidInput(f"min_score must be a number, got {floor!r}", hint='e.g. "min_score": 0.5')
+                    results = [r for r in results if r["score"] >= floor]
                 yield {"id": qid, "results": results}
             except BMError as exc:
                 yield {"id": qid, "error": exc.message, "hint": exc.hint}
@@ -1037,12 +1047,22 @@ class Memory:
                 "SELECT count(*) FROM kg_edges e JOIN kg_nodes n ON n.id = e.src WHERE n.user_id=?",
                 args).fetchone()[0],
         }
-        users = [r[0] for r in c.execute("SELECT DISTINCT user_id FROM memories ORDER BY 1")]
+        per_user = self.users()
         size = sum(f.stat().st_size for f in self.paths.data_dir.rglob("*") if f.is_file())
         return {"store": str(self.paths.data_dir), "replica": self.log.replica,
                 "model": self.sql.model, "dim": self.sql.dim, "counts": counts,
-                "memories_by_type": by_type, "users": users, "ops": self.log.count("ops"),
-                "blobs": sum(1 for _ in self.blobs.digests()), "bytes": size}
+                "memories_by_type": by_type, "users": list(per_user), "per_user": per_user,
+                "ops": self.log.count("ops"), "blobs": sum(1 for _ in self.blobs.digests()), "bytes": size}
+
+    def users(self) -> dict[str, dict[str, int]]:
+        """Every user with memories or beads, by name: ``{user: {"memories": n, "beads": n}}``."""
+        out = {u: {"memories": n, "beads": 0} for u, n in self.sql.conn.execute(
+            "SELECT user_id, count(*) FROM memories GROUP BY user_id")}
+        with self.log.read() as txn:  # bead_time keys: user \0 ts \0 bead id
+            for key in txn.cursor(db=self.log.db["bead_time"]).iternext(values=False):
+                user = bytes(key).split(b"\0", 1)[0].decode("utf-8", "replace")
+                out.setdefault(user, {"memories": 0, "beads": 0})["beads"] += 1
+        return dict(sorted(out.items()))
 
     def doctor(self) -> list[dict]:
         """Checks of the store, the model, the extension and the disk."""

@@ -8,12 +8,20 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import JsonOpt, open_input, open_store, progress_bar
+from .common import JsonOpt, open_input, open_store, progress_bar, store_for_writing
 from .output import console, emit, emit_json, info, kv_table, wants_json
 
 
 def init(as_json: JsonOpt = False) -> None:
-    """Create the store (under BM_HOME, or the XDG data directory). Safe to re-run."""
+    """Create the store (under BM_HOME, or the XDG data directory). Safe to re-run.
+
+    Optional: the first write (remember, ingest, beads add, block set, import, ...)
+    creates the store too.
+
+    \b
+    Example:
+      BM_HOME=./agent-memory bm init
+    """
     with open_store(create=True) as mem:
         stats = mem.stats()
     out = {"store": stats["store"], "replica": stats["replica"], "model": stats["model"],
@@ -27,7 +35,12 @@ def init(as_json: JsonOpt = False) -> None:
 def export(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default stdout).")] = None,
 ) -> None:
-    """Write the whole store as JSONL (beads, memories, graph): bm export > backup.jsonl."""
+    """Write the whole store as JSONL (beads, memories, graph), one record a line.
+
+    \b
+    Example:
+      bm export > backup.jsonl
+    """
     from brandmind.exchange import export_lines
 
     with open_store() as mem:
@@ -54,10 +67,15 @@ def import_(
     path: Annotated[str, typer.Argument(help="A `bm export` JSONL file, or - for stdin.")],
     as_json: JsonOpt = False,
 ) -> None:
-    """Add the records of a `bm export` file (records already present are skipped)."""
+    """Add the records of a `bm export` file (records already present are skipped).
+
+    \b
+    Example:
+      bm export > backup.jsonl && BM_HOME=./copy bm import backup.jsonl
+    """
     from brandmind.exchange import import_lines
 
-    with open_store(create=True) as mem, open_input(path) as fh:
+    with open_input(path) as fh, store_for_writing() as mem:
         counts = import_lines(mem, fh)
     if wants_json(as_json):
         print(json.dumps(counts))
@@ -66,7 +84,12 @@ def import_(
 
 
 def rebuild(as_json: JsonOpt = False) -> None:
-    """Rebuild every index (beads, memories, vectors, keywords, graph) from the op log."""
+    """Rebuild every index (beads, memories, vectors, keywords, graph) from the op log.
+
+    \b
+    Example:
+      bm doctor || bm rebuild
+    """
     with open_store(check_model=False, repair=True) as mem, progress_bar("rebuilding") as bar:
         result = mem.rebuild(progress=bar)
     if wants_json(as_json):
@@ -78,7 +101,12 @@ def rebuild(as_json: JsonOpt = False) -> None:
 
 
 def reindex(as_json: JsonOpt = False) -> None:
-    """Re-embed every memory with the configured embedder (after changing `embedder`)."""
+    """Re-embed every memory with the configured embedder (after changing `embedder`).
+
+    \b
+    Example:
+      bm config set embedder ollama && bm reindex
+    """
     with open_store(check_model=False) as mem, progress_bar("re-embedding") as bar:
         result = mem.reindex(progress=bar)
     if wants_json(as_json):
@@ -88,14 +116,41 @@ def reindex(as_json: JsonOpt = False) -> None:
 
 
 def stats(as_json: JsonOpt = False) -> None:
-    """Counts, sizes and the embedding model of the store."""
+    """Counts (in all, and per user), sizes and the embedding model of the store.
+
+    \b
+    Example:
+      bm stats --json | jq .per_user
+    """
     with open_store(check_model=False) as mem:
         out = mem.stats()
-    emit(out, as_json=as_json, jsonl=False, table=lambda s: kv_table(s, title="bm store"))
+    emit(out, as_json=as_json, jsonl=False, table=_stats_table)
+
+
+def _stats_table(stats: dict):  # type: ignore[no-untyped-def]
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+
+    per_user = stats.get("per_user") or {}
+    rest = {k: v for k, v in stats.items() if k not in ("per_user", "users")}
+    users = Table(title="per user", header_style="bold", box=box.SIMPLE_HEAD)
+    for col in ("user", "memories", "beads"):
+        users.add_column(col, justify="left" if col == "user" else "right", overflow="fold")
+    for name, counts in per_user.items():
+        users.add_row(name, f"{counts['memories']:,}", f"{counts['beads']:,}")
+    if not per_user:
+        users.caption = "no users yet: nothing stored"
+    return Group(kv_table(rest, title="bm store"), users)
 
 
 def doctor(as_json: JsonOpt = False) -> None:
-    """Check the store, the model, the sqlite-vec extension and the disk; exit 1 if anything fails."""
+    """Check the store, the model, the sqlite-vec extension and the disk; exit 1 if anything fails.
+
+    \b
+    Example:
+      bm doctor --json | jq '.[] | select(.ok | not)'
+    """
     from brandmind.errors import BMError
 
     try:
@@ -120,7 +175,13 @@ config_app = typer.Typer(help="Show or change settings (TOML file; BM_* variable
 
 @config_app.callback(invoke_without_command=True)
 def config_show(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-    """Show the effective settings and where they live."""
+    """Show the effective settings and where they live.
+
+    \b
+    Examples:
+      bm config
+      bm config set user ann
+    """
     if ctx.invoked_subcommand is not None:
         return
     from brandmind.config import Config
@@ -132,8 +193,13 @@ def config_show(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
 
 @config_app.command("get")
-def config_get(key: Annotated[str, typer.Argument()]) -> None:
-    """Print one setting."""
+def config_get(key: Annotated[str, typer.Argument(help="A setting's name, as `bm config` lists them.")]) -> None:
+    """Print one setting's value, as it is (not JSON, also when piped).
+
+    \b
+    Example:
+      bm config get embedder
+    """
     from brandmind.config import DEFAULTS, Config
     from brandmind.errors import ConfigError
 
@@ -143,9 +209,19 @@ def config_get(key: Annotated[str, typer.Argument()]) -> None:
 
 
 @config_app.command("set")
-def config_set(key: Annotated[str, typer.Argument()], value: Annotated[str, typer.Argument()]) -> None:
-    """Change one setting in the config file: bm config set embedder ollama."""
+def config_set(key: Annotated[str, typer.Argument(help="A setting's name, as `bm config` lists them.")],
+               value: Annotated[str, typer.Argument(help="Its new value (checked like the config file's).")],
+               as_json: JsonOpt = False) -> None:
+    """Change one setting in the config file; prints {"key", "value"} as JSON when piped.
+
+    \b
+    Example:
+      bm config set embedder ollama
+    """
     from brandmind.config import resolve_paths, write_config_value
 
     stored = write_config_value(resolve_paths(), key, value)
-    info(f"{key} = {stored!r}")
+    if wants_json(as_json):
+        emit_json({"key": key, "value": stored})
+    else:
+        info(f"{key} = {stored!r}")

@@ -6,7 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import JsonlOpt, JsonOpt, UserOpt, confirm, open_input, open_store, progress_bar, read_text_arg
+from .common import (JsonlOpt, JsonOpt, TsOpt, UserOpt, confirm, name_check, note_unknown_user, open_input,
+                     open_store, option, progress_bar, read_text_arg, store_for_writing)
 from .output import beads_table, emit, info, kv_table, wants_json
 
 
@@ -24,11 +25,13 @@ def ingest(
     Re-running is safe for lines with an "id" or a "ts": those are stored once. A line
     with neither is always a new turn (a second "yes" in a live loop is kept).
 
-    cat chat.jsonl | bm ingest - --user ann
-
-    bm ingest chat.jsonl --extract --dry-run   (then without --dry-run)
+    \b
+    Examples:
+      cat chat.jsonl | bm ingest - --user ann
+      echo '{"role": "user", "content": "I moved to Berlin"}' | bm ingest - -u ann --extract
+      bm ingest chat.jsonl --extract --dry-run   (then without --dry-run)
     """
-    with open_store() as mem, open_input(path) as fh, progress_bar("ingesting") as bar:
+    with open_input(path) as fh, store_for_writing() as mem, progress_bar("ingesting") as bar:
         report = mem.ingest(fh, user=user, skip_bad=skip_bad, extract=extract, dry_run=dry_run,
                             progress=lambda r: bar(r["ingested"] + r["duplicates"], None))
     for bad in report["bad"]:
@@ -56,41 +59,59 @@ beads_app = typer.Typer(help="The append-only short-term log of turns and tool o
 @beads_app.command("add")
 def beads_add(
     content: Annotated[str, typer.Argument(help="Content, or - to read stdin (large content goes to the blob store).")],
-    role: Annotated[str, typer.Option("--role", "-r")] = "user",
-    speaker: Annotated[Optional[str], typer.Option("--speaker", "-s")] = None,
+    role: Annotated[str, option("--role", "-r", help="Who produced it: user, assistant, tool, system, ...",
+                                check=name_check("role"))] = "user",
+    speaker: Annotated[Optional[str], option("--speaker", "-s", help="Who said it, by name (e.g. Ann).",
+                                             check=name_check("speaker"))] = None,
     user: UserOpt = None,
-    thread: Annotated[Optional[str], typer.Option("--thread")] = None,
-    source: Annotated[str, typer.Option("--source", help="e.g. cli, tool:grep")] = "cli",
-    ts: Annotated[Optional[str], typer.Option("--ts", help="ISO 8601; default now.")] = None,
+    thread: Annotated[Optional[str], option("--thread", help="Conversation thread (default: main).",
+                                            check=name_check("thread"))] = None,
+    source: Annotated[str, typer.Option("--source", help="Where it came from, e.g. cli, tool:grep.")] = "cli",
+    ts: TsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Append one bead and print its id.
+    """Append one bead and print its id ({"id"} as JSON when piped).
 
-    some-tool --verbose 2>&1 | bm beads add - --role tool --source tool:some-tool
+    \b
+    Example:
+      some-tool --verbose 2>&1 | bm beads add - --role tool --source tool:some-tool
     """
-    with open_store() as mem:
+    with store_for_writing() as mem:
         bead = mem.add_bead(read_text_arg(content), role=role, speaker=speaker, user=user,
                             thread=thread, source=source, ts=ts)
-    print(json.dumps({"id": bead["id"]}) if as_json else bead["id"])
+    print(json.dumps({"id": bead["id"]}) if wants_json(as_json) else bead["id"])
 
 
 @beads_app.command("tail")
 def beads_tail(
-    n: Annotated[int, typer.Option("-n", help="How many.")] = 20,
+    n: Annotated[int, typer.Option("-n", help="How many, 0 or more.")] = 20,
     user: UserOpt = None,
-    thread: Annotated[Optional[str], typer.Option("--thread")] = None,
+    thread: Annotated[Optional[str], typer.Option("--thread", help="Only this conversation thread.")] = None,
     as_json: JsonOpt = False,
     jsonl: JsonlOpt = False,
 ) -> None:
-    """The last N beads of the user's thread, oldest first (the short-term window)."""
+    """The last N beads of the user's thread, oldest first (the short-term window).
+
+    \b
+    Example:
+      bm beads tail -n 20 -u ann
+    """
     with open_store() as mem:
         beads = mem.beads_tail(n, user=user, thread=thread)
+        if not beads and n:
+            note_unknown_user(mem, user)
     emit(beads, as_json=as_json, jsonl=jsonl, table=beads_table)
 
 
 @beads_app.command("show")
-def beads_show(bead_id: Annotated[str, typer.Argument()], as_json: JsonOpt = False) -> None:
-    """One bead, with its content read back from the blob store if it was offloaded."""
+def beads_show(bead_id: Annotated[str, typer.Argument(help="Bead id (b_...), as `bm beads tail` shows it.")],
+               as_json: JsonOpt = False) -> None:
+    """One bead, with its content read back from the blob store if it was offloaded.
+
+    \b
+    Example:
+      bm beads show b_01h... --json | jq -r .content
+    """
     with open_store() as mem:
         bead = mem.get_bead(bead_id)
     emit(bead, as_json=as_json, jsonl=False, table=lambda b: kv_table(b, title=b["id"]))

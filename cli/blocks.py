@@ -6,7 +6,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .common import AgentOpt, JsonOpt, UserOpt, open_store, read_text_arg
+from .common import (AgentOpt, JsonOpt, UserOpt, by, checked, open_store, option, read_text_arg,
+                     store_for_writing)
 from .output import emit, emit_json, info, kv_table, wants_json
 
 block_app = typer.Typer(
@@ -16,14 +17,18 @@ block_app = typer.Typer(
     no_args_is_help=True)
 
 LabelArg = Annotated[str, typer.Argument(help="Block label: human, agent_persona, user_persona_profile, "
-                                              "<handle>_service_experience, or a custom label.")]
-PersonaOpt = Annotated[Optional[str], typer.Option("--persona", "-p", help="A persona handle: its shared block.")]
+                                              "<handle>_service_experience, or a custom label.",
+                                         callback=checked(by("brandmind.blocks:validate_label")))]
+PersonaOpt = Annotated[Optional[str], option("--persona", "-p", help="A persona handle: its shared block.",
+                                             check=by("brandmind.blocks:validate_handle"))]
 RedactOpt = Annotated[bool, typer.Option("--redact", help="Shared persona blocks: store PII found in the text "
                                                           "as [REDACTED:<kind>] instead of refusing the write.")]
 AsAgentOpt = Annotated[bool, typer.Option("--as-agent", help="Write as the agent (with --agent): read-only "
                                                              "blocks refuse. By default the CLI writes as the user.")]
-LimitOpt = Annotated[Optional[int], typer.Option("--limit", help="Character limit of the block.")]
-DescriptionOpt = Annotated[Optional[str], typer.Option("--description", "-d", help="What the block is for.")]
+LimitOpt = Annotated[Optional[int], option("--limit", help="Character limit of the block.",
+                                           check=by("brandmind.blocks:_check_limit_value"))]
+DescriptionOpt = Annotated[Optional[str], option("--description", "-d", help="What the block is for.",
+                                                 check=by("brandmind.blocks:_check_description"))]
 ReadOnlyOpt = Annotated[Optional[bool], typer.Option("--read-only/--writable",
                                                      help="Whether agents may write the block.")]
 
@@ -90,7 +95,12 @@ def _written(b: dict, as_json: bool, verb: str) -> None:
 
 @block_app.command("list")
 def block_list(user: UserOpt = None, agent: AgentOpt = None, as_json: JsonOpt = False) -> None:
-    """The user's blocks, their agents' (only --agent's when given) and their personas' shared blocks."""
+    """The user's blocks, their agents' (only --agent's when given) and their personas' shared blocks.
+
+    \b
+    Example:
+      bm block list -u ann --agent coach
+    """
     with open_store() as mem:
         items = mem.block_list(user=user, agent=agent)
     emit(items, as_json=as_json, jsonl=False, table=_table)
@@ -99,7 +109,12 @@ def block_list(user: UserOpt = None, agent: AgentOpt = None, as_json: JsonOpt = 
 @block_app.command("show")
 def block_show(label: LabelArg, user: UserOpt = None, agent: AgentOpt = None, persona: PersonaOpt = None,
                as_json: JsonOpt = False) -> None:
-    """One block: its text, size and limit (and whether a merge left it over the limit)."""
+    """One block: its text, size and limit (and whether a merge left it over the limit).
+
+    \b
+    Example:
+      bm block show human -u ann --json | jq -r .value
+    """
     with open_store() as mem:
         b = mem.block_get(label, user=user, agent=agent, persona=persona)
     emit(b, as_json=as_json, jsonl=False, table=_show)
@@ -113,9 +128,11 @@ def block_set(label: LabelArg,
               redact: RedactOpt = False, as_agent: AsAgentOpt = False, as_json: JsonOpt = False) -> None:
     """Replace a block's text (creating the block).
 
-    bm block set human "Prefers tables. Based in Lisbon." --user ann
+    \b
+    Example:
+      bm block set human "Prefers tables. Based in Lisbon." --user ann
     """
-    with open_store() as mem:
+    with store_for_writing() as mem:
         b = mem.block_set(label, read_text_arg(text), user=user, agent=agent, persona=persona, limit=limit,
                           description=description, read_only=read_only, redact=redact,
                           by_agent=as_agent)
@@ -129,9 +146,11 @@ def block_append(label: LabelArg,
                  redact: RedactOpt = False, as_agent: AsAgentOpt = False, as_json: JsonOpt = False) -> None:
     """Add a line at the end of a block (concurrent appends from other processes both survive).
 
-    bm block append qsr_real_estate_service_experience "Site selection: check cannibalisation first." --user ann
+    \b
+    Example:
+      bm block append qsr_real_estate_service_experience "Site selection: check cannibalisation first." --user ann
     """
-    with open_store() as mem:
+    with store_for_writing() as mem:
         b = mem.block_append(label, read_text_arg(text), user=user, agent=agent, persona=persona,
                              redact=redact, by_agent=as_agent)
     _written(b, as_json, "appended to")
@@ -145,9 +164,11 @@ def block_replace(label: LabelArg,
                   redact: RedactOpt = False, as_agent: AsAgentOpt = False, as_json: JsonOpt = False) -> None:
     """Replace every occurrence of OLD with NEW.
 
-    bm block replace human "Lisbon" "Porto" --user ann
+    \b
+    Example:
+      bm block replace human "Lisbon" "Porto" --user ann
     """
-    with open_store() as mem:
+    with store_for_writing() as mem:
         b = mem.block_replace(label, old, new, user=user, agent=agent, persona=persona, redact=redact,
                               by_agent=as_agent)
     _written(b, as_json, "replaced in")
@@ -159,9 +180,11 @@ def block_define(label: LabelArg, user: UserOpt = None, agent: AgentOpt = None, 
                  as_agent: AsAgentOpt = False, as_json: JsonOpt = False) -> None:
     """Create a block, or change its limit, description or read-only flag.
 
-    bm block define project_notes --limit 4000 --description "Open questions of the project" --user ann
+    \b
+    Example:
+      bm block define project_notes --limit 4000 --description "Open questions of the project" --user ann
     """
-    with open_store() as mem:
+    with store_for_writing() as mem:
         b = mem.block_define(label, limit=limit, description=description, read_only=read_only, user=user,
                              agent=agent, persona=persona, by_agent=as_agent)
     _written(b, as_json, "defined")
@@ -171,7 +194,12 @@ def block_define(label: LabelArg, user: UserOpt = None, agent: AgentOpt = None, 
 def block_edit(label: LabelArg, user: UserOpt = None, agent: AgentOpt = None, persona: PersonaOpt = None,
                redact: RedactOpt = False, as_agent: AsAgentOpt = False, as_json: JsonOpt = False) -> None:
     """Edit a block in $VISUAL / $EDITOR; the change is applied as one edit, merged with
-    whatever others wrote meanwhile."""
+    whatever others wrote meanwhile.
+
+    \b
+    Example:
+      EDITOR=nano bm block edit human -u ann
+    """
     import shlex
     import subprocess
     import tempfile
@@ -189,7 +217,7 @@ def block_edit(label: LabelArg, user: UserOpt = None, agent: AgentOpt = None, pe
     except ValueError as exc:
         raise UsageError(f"cannot read the editor command {editor!r}: {exc}",
                          hint="fix $VISUAL / $EDITOR, e.g. EDITOR='code --wait'") from None
-    with open_store() as mem:
+    with store_for_writing() as mem:
         snap = blocks.edit_begin(mem, label, user=user, agent=agent, persona=persona)
     fd, path = tempfile.mkstemp(prefix=f"bm-block-{label}-", suffix=".md")
     try:
@@ -220,7 +248,7 @@ def block_edit(label: LabelArg, user: UserOpt = None, agent: AgentOpt = None, pe
             with open_store() as mem:
                 emit_json(mem.block_get(label, user=user, agent=agent, persona=persona))
         return
-    with open_store() as mem:
+    with store_for_writing() as mem:
         b = blocks.edit_commit(mem, snap, new, user=user, agent=agent, redact=redact, by_agent=as_agent)
     _written(b, as_json, "edited")
 

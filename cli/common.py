@@ -9,16 +9,111 @@ from typing import Any, Callable, Iterator, Optional
 import typer
 from typing import Annotated
 
+
+# -- option values are checked while the command line is parsed: a bad one is a usage error ----------
+def by(target: str, **kwargs: Any) -> Callable[[Any], Any]:
+    """The library's own check ``module:function`` (imported when first used), called as
+    ``function(value, **kwargs)``; it raises InvalidInput on a bad value."""
+    def check(value: Any) -> Any:
+        import importlib
+
+        module, _, func = target.partition(":")
+        return getattr(importlib.import_module(module), func)(value, **kwargs)
+
+    return check
+
+
+def checked(check: Callable[[Any], Any]) -> Callable[..., Any]:
+    """A typer callback running an option's value (each value of a repeatable one) through
+    ``check``: a bad value is a usage error (exit 2: ``Error: --since: …`` with the check's
+    hint), found before any store is opened or created."""
+
+    def callback(ctx, param, value):  # type: ignore[no-untyped-def]  # typer passes them by position
+        if value is None or getattr(ctx, "resilient_parsing", False):  # shell completion: no checks
+            return value
+        from brandmind.errors import InvalidInput, UsageError
+
+        try:
+            for one in value if isinstance(value, (list, tuple)) else (value,):
+                check(one)
+        except InvalidInput as exc:
+            opt = max(param.opts, key=len) if param.param_type_name == "option" else param.name.upper()
+            raise UsageError(f"{opt}: {exc.message}", hint=exc.hint) from None
+        return value
+
+    return callback
+
+
+def option(*decls: str, help: str, check: Callable[[Any], Any] | None = None, **kwargs: Any) -> Any:
+    """``typer.Option`` whose value goes through ``check`` (see :func:`checked`)."""
+    return typer.Option(*decls, help=help, callback=checked(check) if check else None, **kwargs)
+
+
+def date_option(*decls: str, help: str) -> Any:
+    """An ISO 8601 date option, read as the library reads it (``--as-of`` -> field as_of)."""
+    field = decls[0].lstrip("-").replace("-", "_")
+    return option(*decls, help=help, check=by("brandmind.clock:parse_time", field=field))
+
+
+def name_check(what: str) -> Callable[[Any], Any]:
+    return by("brandmind.validate:name", what=what)
+
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (the default when stdout is not a terminal).")]
 JsonlOpt = Annotated[bool, typer.Option("--jsonl", help="Print one JSON object per line.")]
-UserOpt = Annotated[Optional[str], typer.Option("--user", "-u", help="Whose memory (default: config `user`).")]
-AgentOpt = Annotated[Optional[str], typer.Option("--agent", "-a", help="Agent id; omit for the user's global scope.")]
+UserOpt = Annotated[Optional[str], option("--user", "-u", help="Whose memory (default: config `user`).",
+                                          check=name_check("user"))]
+AgentOpt = Annotated[Optional[str], option("--agent", "-a", help="Agent id; omit for the user's global scope.",
+                                           check=name_check("agent"))]
+TsOpt = Annotated[Optional[str], date_option("--ts", help="When it happened (ISO 8601); default now.")]
+TypeOpt = Annotated[str, option("--type", "-t", check=by("brandmind.validate:memory_type"),
+                                help="fact, preference, decision, insight, question, concept or episode.")]
+
+
+NO_STORE_HINT = ("nothing is stored there yet: `bm remember TEXT`, `bm ingest FILE` or `bm init` creates it; "
+                 "or point BM_HOME / --home at an existing store")
 
 
 def open_store(**kwargs: Any) -> Any:
+    """The store, for a command that reads it: a missing store is an error naming the
+    commands that create one (a read never creates a store, so a mistyped BM_HOME shows)."""
+    from brandmind.errors import StoreMissing
     from brandmind.memory import Memory
 
-    return Memory(**kwargs)
+    try:
+        return Memory(**kwargs)
+    except StoreMissing as exc:
+        raise StoreMissing(exc.message, hint=NO_STORE_HINT) from None
+
+
+@contextmanager
+def store_for_writing(**kwargs: Any) -> Iterator[Any]:
+    """The store, for a command that writes: created on first write (as `bm init` would).
+    A store this command created and left empty (it failed, or was a dry run) is removed
+    again, so only a write that happened leaves a store behind."""
+    import shutil
+
+    from brandmind.config import Config
+    from brandmind.memory import Memory
+
+    config = Config.load()
+    data_dir = config.paths.data_dir
+    existed = (config.paths.lmdb_dir / "data.mdb").exists()
+    dir_existed = data_dir.exists()
+    mem = Memory(config=config, create=not existed, **kwargs)
+    ops = 0
+    try:
+        yield mem
+    finally:
+        if not existed:
+            ops = mem.log.count("ops")
+        mem.close()
+        if not existed and not ops and not dir_existed:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    if not existed and ops:
+        from .output import info
+
+        info(f"note: created a new bm store at {data_dir}")
 
 
 def read_text_arg(value: str) -> str | bytes:
@@ -73,3 +168,25 @@ def confirm(question: str, yes: bool) -> bool:
     if yes or not sys.stdin.isatty():
         return True
     return typer.confirm(question, default=False, err=True)
+
+
+def note_unknown_user(mem: Any, user: Optional[str]) -> None:
+    """After a read for a user found nothing: when that user has nothing stored at all,
+    say so on stderr and name the users who do (a typo in -u shows, instead of a bare
+    ``[]``; stdout stays what it was)."""
+    name = mem._user(user)
+    has_memories = mem.sql.conn.execute("SELECT 1 FROM memories WHERE user_id = ? LIMIT 1", (name,)).fetchone()
+    if has_memories or mem.log.bead_ids(name, 1):
+        return
+    import difflib
+
+    from .output import info
+
+    known = list(mem.users())
+    who = f"user {name!r}" + ("" if user is not None else " (the configured user: no -u given)")
+    if not known:
+        info(f"note: no memories for {who}: this store holds none yet")
+        return
+    line = f"note: no memories for {who}; users: " + ", ".join(known[:20]) + (", …" if len(known) > 20 else "")
+    close = difflib.get_close_matches(name, known, n=1)
+    info(line + (f" (did you mean -u {close[0]}?)" if close else ""))

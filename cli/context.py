@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import AgentOpt, JsonOpt, UserOpt, open_store, read_text_arg
+from .common import AgentOpt, JsonOpt, UserOpt, date_option, open_store, read_text_arg
 from .output import emit, emit_json, info
 
 
@@ -15,8 +15,8 @@ def context(
     budget: Annotated[int, typer.Option("--budget", "-b", help="Token budget, 1 to 1,000,000 (counted on the printed block).")] = 2000,
     user: UserOpt = None,
     agent: AgentOpt = None,
-    now: Annotated[Optional[str], typer.Option("--now", help="Treat this date as now (ISO 8601): time words, and no later beads.")] = None,
-    as_of: Annotated[Optional[str], typer.Option("--as-of", help="What was true at this date (ISO 8601).")] = None,
+    now: Annotated[Optional[str], date_option("--now", help="Treat this date as now (ISO 8601): time words, and no later beads.")] = None,
+    as_of: Annotated[Optional[str], date_option("--as-of", help="What was true at this date (ISO 8601).")] = None,
     recent: Annotated[int, typer.Option("--recent", help="Recent beads of the thread to consider (0 to 1000).")] = 20,
     margin: Annotated[float, typer.Option("--margin", help="Keep this fraction of the budget free, e.g. 0.15 for an LLM tokenizer that counts more.")] = 0.0,
     thread: Annotated[Optional[str], typer.Option("--thread", help="Only this thread's beads (default: all of the user's).")] = None,
@@ -28,7 +28,10 @@ def context(
     embedded model's WordPiece tokenizer; --json prints the block with what was chosen,
     dropped and counted.
 
-    bm context "what should I pack for Kyoto?" --budget 1500 --user ann > context.txt
+    \b
+    Examples:
+      bm context "what should I pack for Kyoto?" --budget 1500 --user ann > context.txt
+      bm context "plan dinner" -b 800 -u ann -a coach --json | jq .dropped
     """
     with open_store() as mem:
         result = mem.context(read_text_arg(query), budget=budget, user=user, agent=agent, now=now,
@@ -59,7 +62,9 @@ def consolidate(
 
     Merged memories are retired, not deleted: `bm memories show ID` still shows them.
 
-    bm consolidate --user ann --dry-run
+    \b
+    Example:
+      bm consolidate --user ann --dry-run
     """
     with open_store() as mem:
         report = mem.consolidate(user=user, threshold=threshold, dry_run=dry_run, include_turns=include_turns)

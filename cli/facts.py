@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .common import AgentOpt, JsonOpt, UserOpt, open_input, open_store
+from .common import AgentOpt, JsonOpt, UserOpt, open_input, store_for_writing
 from .output import info, wants_json
 
 facts_app = typer.Typer(help="Structured facts (subject, predicate, object) with reconciliation.",
@@ -57,9 +57,9 @@ def remember_fact(raw: str | bytes, *, type: str, user: Optional[str], agent: Op
 
             raise InvalidInput("meta must be a JSON object", hint='e.g. "meta": {"source": "slack"}')
         obj["meta"] = {**meta, **(obj.get("meta") or {})}
-    with open_store() as mem:
+    with store_for_writing() as mem:
         result = mem.add_fact(obj, user=user, agent=agent, ts=ts)
-    if as_json:
+    if wants_json(as_json):
         print(json.dumps({"id": result["id"], "action": result["action"], "retired": result["retired"]}))
     else:
         line = f"{result['action']} {result['id']}"
@@ -79,7 +79,9 @@ def facts_add(
 
     Every line is checked first: a bad line stores nothing.
 
-    echo '{"subject": "Ann", "predicate": "lives_in", "object": "Porto", "valid_from": "2025-01-01"}' | bm facts add - --user ann
+    \b
+    Example:
+      echo '{"subject": "Ann", "predicate": "lives_in", "object": "Porto", "valid_from": "2025-01-01"}' | bm facts add - --user ann
     """
     from brandmind.errors import InvalidInput
 
@@ -92,7 +94,7 @@ def facts_add(
             facts.append((lineno, obj))
     if not facts:
         raise InvalidInput("no facts in the input", hint="give one JSON fact a line")
-    with open_store() as mem:
+    with store_for_writing() as mem:
         from brandmind.facts import coerce_fact
 
         for lineno, obj in facts:  # every line is valid before anything is stored

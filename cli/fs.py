@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .common import JsonlOpt, JsonOpt, UserOpt, open_store
+from .common import JsonlOpt, JsonOpt, UserOpt, open_store, store_for_writing
 from .output import emit, info, wants_json
 
 fs_app = typer.Typer(
@@ -39,7 +39,12 @@ def _written(r: dict) -> str:
 @fs_app.command("ls")
 def fs_ls(path: Annotated[str, typer.Argument(help="Folder or file [default: /].")] = "/",
           user: UserOpt = None, as_json: JsonOpt = False, jsonl: JsonlOpt = False) -> None:
-    """List a folder of the workspace."""
+    """List a folder of the workspace.
+
+    \b
+    Example:
+      bm fs ls /notes -u ann
+    """
     with open_store() as mem:
         items = mem.workspace(user).ls(path)
     emit(items, as_json=as_json, jsonl=jsonl, table=_table)
@@ -48,7 +53,12 @@ def fs_ls(path: Annotated[str, typer.Argument(help="Folder or file [default: /].
 @fs_app.command("cat")
 def fs_cat(path: PathArg, user: UserOpt = None,
            as_json: Annotated[bool, typer.Option("--json", help="Print {path, text|base64} instead of the raw content.")] = False) -> None:
-    """Print a file (its bytes as they are; --json wraps them)."""
+    """Print a file (its bytes as they are, also when piped; --json wraps them).
+
+    \b
+    Example:
+      bm fs cat /notes/lisbon.md -u ann
+    """
     with open_store() as mem:
         ws = mem.workspace(user)
         norm = ws.path(path)
@@ -72,10 +82,13 @@ def fs_write(path: PathArg, text: Annotated[str, typer.Argument(help="The conten
              user: UserOpt = None, as_json: JsonOpt = False) -> None:
     """Create or replace a file (atomically); notes and profile files are re-indexed.
 
-    bm fs write /notes/lisbon.md "Ann moved to Lisbon in May"   |   cat plan.md | bm fs write /drafts/plan.md -
+    \b
+    Examples:
+      bm fs write /notes/lisbon.md "Ann moved to Lisbon in May"
+      cat plan.md | bm fs write /drafts/plan.md -
     """
     data = _content(text)
-    with open_store() as mem:
+    with store_for_writing() as mem:
         report = mem.workspace(user).write(path, data)
     _done(report, as_json, _written(report))
 
@@ -83,9 +96,14 @@ def fs_write(path: PathArg, text: Annotated[str, typer.Argument(help="The conten
 @fs_app.command("append")
 def fs_append(path: PathArg, text: Annotated[str, typer.Argument(help="The text to add, or - to read stdin.")],
               user: UserOpt = None, as_json: JsonOpt = False) -> None:
-    """Add to the end of a file (created if missing); re-indexed like write."""
+    """Add to the end of a file (created if missing); re-indexed like write.
+
+    \b
+    Example:
+      bm fs append /notes/ideas.md "- a bar with live jazz" -u ann
+    """
     data = _content(text)
-    with open_store() as mem:
+    with store_for_writing() as mem:
         report = mem.workspace(user).append(path, data)
     _done(report, as_json, _written(report).replace("wrote", "appended to", 1))
 
@@ -94,7 +112,12 @@ def fs_append(path: PathArg, text: Annotated[str, typer.Argument(help="The text 
 def fs_rm(path: PathArg,
           recursive: Annotated[bool, typer.Option("--recursive", "-r", help="Remove a folder and everything in it.")] = False,
           user: UserOpt = None, as_json: JsonOpt = False) -> None:
-    """Remove a file (a folder only with -r); its indexed chunks are forgotten."""
+    """Remove a file (a folder only with -r); its indexed chunks are forgotten.
+
+    \b
+    Example:
+      bm fs rm /drafts -r -u ann
+    """
     with open_store() as mem:
         report = mem.workspace(user).rm(path, recursive=recursive)
     _done(report, as_json, f"removed {report['removed']} ({len(report['files'])} file(s), "
@@ -106,7 +129,12 @@ def fs_mv(src: Annotated[str, typer.Argument(help="File or folder to move.")],
           dst: Annotated[str, typer.Argument(help="New path, or an existing folder to move it into.")],
           force: Annotated[bool, typer.Option("--force", "-f", help="Replace an existing file at DST.")] = False,
           user: UserOpt = None, as_json: JsonOpt = False) -> None:
-    """Move or rename; the index follows (e.g. /drafts -> /notes gets indexed)."""
+    """Move or rename; the index follows (e.g. /drafts -> /notes gets indexed).
+
+    \b
+    Example:
+      bm fs mv /drafts/plan.md /notes/ -u ann
+    """
     with open_store() as mem:
         report = mem.workspace(user).mv(src, dst, force=force)
     _done(report, as_json, f"moved {report['from']} -> {report['to']}")
@@ -121,7 +149,11 @@ def fs_find(
 ) -> None:
     """Find files by name (glob) and/or by text (--grep).
 
-    bm fs find '*.md'   |   bm fs find --grep lisbon   |   bm fs find '/notes/*' -g budget
+    \b
+    Examples:
+      bm fs find '*.md'
+      bm fs find --grep lisbon
+      bm fs find '/notes/*' -g budget
     """
     with open_store() as mem:
         items = mem.workspace(user).find(pattern, grep=grep, path=path)
@@ -131,7 +163,12 @@ def fs_find(
 @fs_app.command("index")
 def fs_index(full: Annotated[bool, typer.Option("--full", help="Re-hash every file, not only those whose size or time changed.")] = False,
              user: UserOpt = None, as_json: JsonOpt = False) -> None:
-    """Re-index notes and profile files changed on disk behind bm's back."""
+    """Re-index notes and profile files changed on disk behind bm's back.
+
+    \b
+    Example:
+      bm fs index --full -u ann
+    """
     with open_store() as mem:
         report = mem.workspace(user).index(full=full)
     _done(report, as_json, f"re-indexed {len(report['indexed'])} file(s) ({report['chunks']} chunk(s)), "

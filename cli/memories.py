@@ -7,7 +7,8 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .common import AgentOpt, JsonlOpt, JsonOpt, UserOpt, confirm, open_input, open_store, read_text_arg
+from .common import (AgentOpt, JsonlOpt, JsonOpt, TsOpt, TypeOpt, UserOpt, by, confirm, date_option,
+                     note_unknown_user, open_input, open_store, option, read_text_arg, store_for_writing)
 from .output import emit, explain_table, info, kv_table, memories_table, wants_json
 
 
@@ -32,21 +33,25 @@ def _meta(pairs: list[str]) -> dict:
 
 def remember(
     text: Annotated[str, typer.Argument(help="The memory, or - to read it from stdin.")],
-    type: Annotated[str, typer.Option("--type", "-t", help="fact, preference, decision, insight, question, concept or episode.")] = "fact",
+    type: TypeOpt = "fact",
     user: UserOpt = None,
     agent: AgentOpt = None,
-    importance: Annotated[float, typer.Option("--importance", "-i", help="0 to 1.")] = 0.5,
+    importance: Annotated[float, option("--importance", "-i", help="How much it matters, 0 to 1.",
+                                        check=by("brandmind.validate:importance"))] = 0.5,
     meta: Annotated[Optional[List[str]], typer.Option("--meta", "-m", help="key=value (repeatable; JSON values allowed).")] = None,
-    ts: Annotated[Optional[str], typer.Option("--ts", help="When it happened (ISO 8601); default now.")] = None,
+    ts: TsOpt = None,
     fact: Annotated[bool, typer.Option("--fact", help="TEXT is a JSON fact {subject, predicate, object, valid_from?, ...}: stored with reconciliation; prints the action and id.")] = False,
     extract: Annotated[bool, typer.Option("--extract", help="Also extract atomic facts from TEXT (config `extractor`: rules or llm; \"I\" is the user) and store them with reconciliation.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Store one memory and print its id.
+    """Store one memory and print its id ({"id"} as JSON when piped).  The first write
+    creates the store.
 
-    echo "Ann moved to Lisbon in May" | bm remember - --type fact --user ann
-
-    bm remember --fact '{"subject": "Ann", "predicate": "lives_in", "object": "Lisbon", "valid_from": "2024-05-01"}'
+    \b
+    Examples:
+      echo "Ann moved to Lisbon in May" | bm remember - --type fact --user ann
+      bm remember "Prefers green tea" -t preference -u ann --importance 0.8 --meta source=chat
+      bm remember --fact '{"subject": "Ann", "predicate": "lives_in", "object": "Lisbon", "valid_from": "2024-05-01"}'
     """
     if fact and extract:
         from brandmind.errors import UsageError
@@ -59,10 +64,10 @@ def remember(
         remember_fact(read_text_arg(text), type=type, user=user, agent=agent, importance=importance,
                       meta=_meta(meta or []), ts=ts, as_json=as_json)
         return
-    with open_store() as mem:
+    with store_for_writing() as mem:
         item = mem.remember(read_text_arg(text), type=type, user=user, agent=agent,
                             importance=importance, meta=_meta(meta or []), ts=ts, extract=extract)
-    if as_json:
+    if wants_json(as_json):
         out = {"id": item["id"]}
         if extract:
             report = dict(item["extract"])
@@ -83,27 +88,35 @@ def recall(
     k: Annotated[Optional[int], typer.Option("-k", help="How many results [default: 10; with --agent 5 of its own + 3 global].")] = None,
     user: UserOpt = None,
     agent: AgentOpt = None,
-    type: Annotated[Optional[List[str]], typer.Option("--type", "-t", help="Only these types (repeatable).")] = None,
-    since: Annotated[Optional[str], typer.Option("--since", help="Only memories from this date on (ISO 8601).")] = None,
-    until: Annotated[Optional[str], typer.Option("--until", help="Only memories before this date (ISO 8601).")] = None,
-    now: Annotated[Optional[str], typer.Option("--now", help="What time words in the query are relative to (ISO 8601) [default: now].")] = None,
-    as_of: Annotated[Optional[str], typer.Option("--as-of", help="What was true on this date, instead of what is true now.")] = None,
+    type: Annotated[Optional[List[str]], option("--type", "-t", help="Only these types (repeatable).",
+                                                check=by("brandmind.validate:memory_type"))] = None,
+    since: Annotated[Optional[str], date_option("--since", help="Only memories from this date on (ISO 8601).")] = None,
+    until: Annotated[Optional[str], date_option("--until", help="Only memories before this date (ISO 8601).")] = None,
+    now: Annotated[Optional[str], date_option("--now", help="What time words in the query are relative to (ISO 8601) [default: now].")] = None,
+    as_of: Annotated[Optional[str], date_option("--as-of", help="What was true on this date (ISO 8601), instead of what is true now.")] = None,
+    min_score: Annotated[Optional[float], option("--min-score", help="Leave out results scoring below this (see --explain for what scores are made of).",
+                                                 check=_finite)] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Show which signals put each result there, and how much.")] = False,
-    batch: Annotated[Optional[str], typer.Option("--batch", help="JSONL file (or -) of {\"query\", \"k\", \"id\", \"now\", ...}: one result line per query.")] = None,
+    batch: Annotated[Optional[str], typer.Option("--batch", help="JSONL file (or -) of {\"query\", \"k\"?, \"id\"?, \"type\"?, \"since\"?, ...}: one result line per query; -k, --type, --since, --until, --now, --as-of and --min-score are the defaults of every line.")] = None,
     remote: Annotated[bool, typer.Option("--remote", help="Also search the graph remotes (Zep, Graphiti) and merge their hits, within their budget (700 ms by default); local results alone if they fail or are late.")] = False,
     as_json: JsonOpt = False,
     jsonl: JsonlOpt = False,
 ) -> None:
-    """Find the memories that best answer QUERY.
+    """Find the memories that best answer QUERY, best first.
 
-    bm recall "where does Ann live?" -k 3 --json | jq -r '.[0].text'
+    \b
+    Examples:
+      bm recall "where does Ann live?" -u ann -k 3 | jq -r '.[0].text'
+      bm recall "tea" -u ann --type preference --since 2024-01-01 --min-score 0.5
+      printf '%s\\n' '{"query": "pets"}' '{"query": "job", "k": 1}' | bm recall --batch - -u ann -k 3
     """
     from brandmind.errors import UsageError
 
     if batch is not None:
         if query is not None:
             raise UsageError("give either QUERY or --batch, not both", hint="bm recall --batch queries.jsonl")
-        _recall_batch(batch, user, agent, now)
+        _recall_batch(batch, user, agent, now=now, k=k, types=type or (), since=since, until=until,
+                      as_of=as_of, min_score=min_score)
         return
     if query is None:
         raise UsageError("missing QUERY", hint='bm recall "what does Ann like?" (or --batch FILE)')
@@ -125,6 +138,10 @@ def recall(
                          "these are local results only")
         else:
             results = local()
+        if min_score is not None:
+            results = [r for r in results if r["score"] >= min_score]
+        if not results:
+            note_unknown_user(mem, user)
     table = explain_table if explain else (lambda r: memories_table(r, scores=True))
     emit(results, as_json=as_json, jsonl=jsonl, table=table)
 
@@ -151,7 +168,19 @@ def _assist_remotes(mem: object, *, forced: bool) -> list:
     return [open_remote(mem, c) for c in configs]
 
 
-def _recall_batch(path: str, user: Optional[str], agent: Optional[str], now: Optional[str] = None) -> None:
+def _finite(value: float) -> float:
+    import math
+
+    from brandmind.errors import InvalidInput
+
+    if not math.isfinite(value):
+        raise InvalidInput(f"must be a finite number, got {value!r}", hint="e.g. --min-score 0.5")
+    return value
+
+
+def _recall_batch(path: str, user: Optional[str], agent: Optional[str], **defaults: object) -> None:
+    """One result line per query line; ``defaults`` (k, types, since, ...: the command line's
+    options) apply to every line that does not set its own."""
     failed = 0
 
     def queries(fh):  # type: ignore[no-untyped-def]
@@ -179,7 +208,7 @@ def _recall_batch(path: str, user: Optional[str], agent: Optional[str], now: Opt
             if "_error" in q:
                 out = {"id": q["id"], "error": q["_error"], "hint": 'each line is {"query": "...", "k": 10, "id": ...}'}
             else:
-                out = next(mem.recall_batch([q], user=user, agent=agent, now=now))
+                out = next(mem.recall_batch([q], user=user, agent=agent, **defaults))  # type: ignore[arg-type]
                 failed += "error" in out
             sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
             sys.stdout.flush()
@@ -260,23 +289,38 @@ memories_app = typer.Typer(help="List and show stored memories.", no_args_is_hel
 def memories_list(
     user: UserOpt = None,
     agent: AgentOpt = None,
-    type: Annotated[Optional[str], typer.Option("--type", "-t")] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n")] = 50,
-    offset: Annotated[int, typer.Option("--offset")] = 0,
+    type: Annotated[Optional[str], option("--type", "-t", help="Only this type (fact, preference, decision, ...).",
+                                          check=by("brandmind.validate:memory_type"))] = None,
+    limit: Annotated[int, option("--limit", "-n", help="How many, at least 1.", check=_at_least(1, "--limit 50"))] = 50,
+    offset: Annotated[int, option("--offset", help="Skip this many of the newest first (paging).",
+                                  check=_at_least(0, "--offset 100"))] = 0,
     all_users: Annotated[bool, typer.Option("--all-users", help="Every user's memories.")] = False,
     as_json: JsonOpt = False,
     jsonl: JsonlOpt = False,
 ) -> None:
-    """Newest memories first."""
+    """Newest memories first.
+
+    \b
+    Examples:
+      bm memories list -u ann -n 10
+      bm memories list --all-users --type preference --json
+    """
     with open_store() as mem:
         items = mem.list_memories(user=user, agent=agent, type=type, limit=limit, offset=offset,
                                   all_users=all_users)
+        if not items and not all_users and not offset:
+            note_unknown_user(mem, user)
     emit(items, as_json=as_json, jsonl=jsonl, table=memories_table)
 
 
 @memories_app.command("show")
 def memories_show(memory_id: Annotated[str, typer.Argument(help="Memory id.")], as_json: JsonOpt = False) -> None:
-    """One memory with its provenance."""
+    """One memory with its provenance.
+
+    \b
+    Example:
+      bm memories show m_01h... --json | jq .provenance
+    """
     with open_store() as mem:
         item = mem.get(memory_id)
     emit(item, as_json=as_json, jsonl=False, table=lambda m: kv_table(m, title=m["id"]))
@@ -288,7 +332,9 @@ def memories_history(memory_id: Annotated[str, typer.Argument(help="Memory id of
     """How a fact changed: its versions oldest first, with world time (valid from/to) and
     system time (recorded, retired).
 
-    bm memories history m_01h... --json
+    \b
+    Example:
+      bm memories history m_01h... --json
     """
     with open_store() as mem:
         items = mem.history(memory_id)
@@ -313,14 +359,49 @@ def _history_table(items: list[dict]):  # type: ignore[no-untyped-def]
 def memories_link(
     src: Annotated[str, typer.Argument(help="Source memory id.")],
     dst: Annotated[str, typer.Argument(help="Target memory id.")],
-    type: Annotated[str, typer.Option("--type", "-t", help="extends, contradicts, supports, example_of, part_of, relates_to, answers, caused_by or temporal.")] = "relates_to",
-    strength: Annotated[float, typer.Option("--strength", "-s", help="0 to 1.")] = 0.5,
+    type: Annotated[str, option("--type", "-t", help="extends, contradicts, supports, example_of, part_of, relates_to, answers, caused_by or temporal.",
+                                check=_link_type)] = "relates_to",
+    strength: Annotated[float, option("--strength", "-s", help="How strong the link is, 0 to 1.",
+                                      check=_fraction("strength", "--strength 0.8"))] = 0.5,
     as_json: JsonOpt = False,
 ) -> None:
-    """A typed link between two memories; prints its id.
+    """A typed link between two memories; prints its id (the link as JSON when piped).
 
-    bm memories link m_new m_old --type contradicts --strength 0.8
+    \b
+    Example:
+      bm memories link m_new m_old --type contradicts --strength 0.8
     """
     with open_store() as mem:
         edge = mem.link(src, dst, type, strength)
-    print(json.dumps(edge) if as_json else edge["id"])
+    print(json.dumps(edge) if wants_json(as_json) else edge["id"])
+
+
+def _at_least(low: int, example: str):  # type: ignore[no-untyped-def]
+    def check(value: int) -> int:
+        from brandmind.errors import InvalidInput
+
+        if value < low:
+            raise InvalidInput(f"must be at least {low}, got {value}", hint=f"e.g. {example}")
+        return value
+
+    return check
+
+
+def _fraction(what: str, example: str):  # type: ignore[no-untyped-def]
+    def check(value: float) -> float:
+        from brandmind.errors import InvalidInput
+
+        if not 0.0 <= value <= 1.0:  # NaN too
+            raise InvalidInput(f"{what} must be a number from 0 to 1, got {value!r}", hint=f"e.g. {example}")
+        return value
+
+    return check
+
+
+def _link_type(value: str) -> str:
+    from brandmind.errors import InvalidInput
+    from brandmind.facts import LINK_TYPES
+
+    if value not in LINK_TYPES:
+        raise InvalidInput(f"unknown link type {value!r}", hint="use one of: " + ", ".join(LINK_TYPES))
+    return value

@@ -46,18 +46,24 @@ def info(message: str) -> None:
 
 
 def memories_table(items: list[dict], *, scores: bool = False) -> Any:
+    """Memories as a table that fits an 80-column terminal: the id whole (to copy), the
+    text taking what is left, with its type, scope and date on a dim second line."""
+    from rich import box
     from rich.table import Table
+    from rich.text import Text
 
-    t = Table(show_lines=False, header_style="bold")
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, expand=False)
     if scores:
-        t.add_column("score", justify="right")
-    for col in ("id", "type", "scope", "ts", "text"):
-        t.add_column(col, overflow="fold" if col == "text" else "ellipsis",
-                     no_wrap=col != "text")
+        t.add_column("score", justify="right", no_wrap=True)
+    t.add_column("id", no_wrap=True, min_width=8)
+    t.add_column("memory", overflow="fold", ratio=1, min_width=20)
     for m in items:
-        row = [m["id"], m["type"], m["scope"], (m["ts"] or "")[:19], m["text"]]
+        about = " · ".join(x for x in (m.get("type"), m.get("scope"), (m.get("ts") or "")[:16].replace("T", " ")) if x)
+        cell = Text(m["text"])
+        cell.append("\n" + about, style="dim")
+        row = [m["id"], cell]
         if scores:
-            row.insert(0, f"{m['score']:.4f}")
+            row.insert(0, f"{m['score']:.3f}")
         t.add_row(*row)
     if not items:
         t.caption = "nothing found"
@@ -65,35 +71,38 @@ def memories_table(items: list[dict], *, scores: bool = False) -> Any:
 
 
 def explain_table(items: list[dict]) -> Any:
-    """Recall results with each signal's contribution to the score (``bm recall --explain``)."""
+    """Recall results with each signal's contribution to the score (``bm recall --explain``),
+    on a dim line under the text so that the table fits an 80-column terminal."""
+    from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     names = ["vector", "keyword", "speaker", "time", "graph", "recency", "importance", "neighbor", "episode"]
-    used = [n for n in names if any(n in m.get("signals", {}) for m in items)]
-    t = Table(show_lines=False, header_style="bold")
-    t.add_column("score", justify="right")
-    for n in used:
-        t.add_column(n, justify="right")
-    t.add_column("id", no_wrap=True)
-    t.add_column("text", overflow="fold")
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
+    t.add_column("score", justify="right", no_wrap=True)
+    t.add_column("id", no_wrap=True, min_width=8)
+    t.add_column("memory · what each signal added", overflow="fold", ratio=1, min_width=20)
     for m in items:
         sig = m.get("signals", {})
-        cells = [f"{sig[n]['score']:+.3f}" if n in sig else "" for n in used]
-        t.add_row(f"{m['score']:.4f}", *cells, m["id"], m["text"])
-    t.caption = ("each column is what that signal added to the score (weights: `bm config`); "
+        cell = Text(m["text"])
+        cell.append("\n" + "  ".join(f"{n}={sig[n]['score']:+.3f}" for n in names if n in sig), style="dim")
+        t.add_row(f"{m['score']:.4f}", m["id"], cell)
+    t.caption = ("score is the sum of what each signal added (weights: `bm config`); "
                  "--json shows the details") if items else "nothing found"
     return t
 
 
 def beads_table(items: list[dict]) -> Any:
+    from rich import box
     from rich.table import Table
 
-    t = Table(header_style="bold")
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
     for col in ("ts", "role", "speaker", "content"):
-        t.add_column(col, overflow="fold" if col == "content" else "ellipsis", no_wrap=col != "content")
+        t.add_column(col, overflow="fold" if col == "content" else "ellipsis", no_wrap=col != "content",
+                     ratio=1 if col == "content" else None, min_width=20 if col == "content" else None)
     for b in items:
         content = b["content"] if len(b["content"]) <= 500 else b["content"][:500] + f"… ({b['size']:,} bytes)"
-        t.add_row((b["ts"] or "")[:19], b["role"], b.get("speaker") or "", content)
+        t.add_row((b["ts"] or "")[:16].replace("T", " "), b["role"], b.get("speaker") or "", content)
     return t
 
 

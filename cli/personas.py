@@ -8,7 +8,8 @@ from typing import Annotated, Any, List, Optional
 
 import typer
 
-from .common import JsonOpt, UserOpt, open_store, read_text_arg
+from .common import (JsonOpt, UserOpt, by, checked, name_check, open_store, option, read_text_arg,
+                     store_for_writing)
 from .output import emit, kv_table
 
 persona_app = typer.Typer(
@@ -20,7 +21,10 @@ doc_app = typer.Typer(help="The agent's persona document: id, name, version, des
                            "traits, skills.", no_args_is_help=True)
 persona_app.add_typer(doc_app, name="doc")
 
-AgentDocOpt = Annotated[str, typer.Option("--agent", "-a", help="Whose persona document (an agent id).")]
+HandleArg = Annotated[str, typer.Argument(help="A persona handle, e.g. qsr_real_estate.",
+                                          callback=checked(by("brandmind.personas:check_handle")))]
+AgentDocOpt = Annotated[str, option("--agent", "-a", help="Whose persona document (an agent id).",
+                                   check=name_check("agent"))]
 
 
 def _read_file(path: str) -> bytes:
@@ -77,10 +81,17 @@ def _detect_table(items: list[dict]) -> Any:
 # -- personas ------------------------------------------------------------------------------------------
 @persona_app.command("list")
 def persona_list(
-    user: Annotated[Optional[str], typer.Option("--user", "-u", help="Only the personas this user holds.")] = None,
+    user: Annotated[Optional[str], option("--user", "-u", help="Only the personas this user holds.",
+                                          check=name_check("user"))] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The personas available (stored and built-in starters), or those a user holds (--user)."""
+    """The personas available (stored and built-in starters), or those a user holds (--user).
+
+    \b
+    Examples:
+      bm persona list
+      bm persona list -u ann
+    """
     with open_store() as mem:
         if user is not None:
             held = mem.user_personas(user)
@@ -91,9 +102,14 @@ def persona_list(
 
 
 @persona_app.command("show")
-def persona_show(handle: Annotated[str, typer.Argument(help="A persona handle, e.g. qsr_real_estate.")],
+def persona_show(handle: HandleArg,
                  as_json: JsonOpt = False) -> None:
-    """One persona in full, with the users holding it."""
+    """One persona in full, with the users holding it.
+
+    \b
+    Example:
+      bm persona show qsr_real_estate --json
+    """
     from brandmind import personas
 
     with open_store() as mem:
@@ -104,7 +120,8 @@ def persona_show(handle: Annotated[str, typer.Argument(help="A persona handle, e
 @persona_app.command("add")
 def persona_add(
     file: Annotated[Optional[str], typer.Option("--file", "-f", help="A JSON or YAML file (or - for stdin): one persona, a list, or {personas: [...]}.")] = None,
-    handle: Annotated[Optional[str], typer.Option("--handle", help="<industry>_<role> (default: made from --industry and --role).")] = None,
+    handle: Annotated[Optional[str], option("--handle", help="<industry>_<role> (default: made from --industry and --role).",
+                                            check=by("brandmind.personas:check_handle"))] = None,
     industry: Annotated[Optional[str], typer.Option("--industry", help="e.g. QSR.")] = None,
     role: Annotated[Optional[str], typer.Option("--role", help="e.g. Real Estate.")] = None,
     description: Annotated[Optional[str], typer.Option("--description", "-d", help="Who these users are and what they do.")] = None,
@@ -116,8 +133,10 @@ def persona_add(
 ) -> None:
     """Add a persona (or replace the one with the same handle), from options or a file.
 
-    bm persona add --industry QSR --role Operations -d "Restaurant operations leaders" --kpi "speed of service"
-    bm persona add -f personas.yaml
+    \b
+    Examples:
+      bm persona add --industry QSR --role Operations -d "Restaurant operations leaders" --kpi "speed of service"
+      bm persona add -f personas.yaml
     """
     from brandmind import personas
     from brandmind.errors import InvalidInput, UsageError
@@ -125,7 +144,7 @@ def persona_add(
     flags = any(v for v in (handle, industry, role, description, kpi, motivation, query, keyword))
     if file is not None and flags:
         raise UsageError("give either --file or the persona options, not both", hint="see `bm persona add --help`")
-    with open_store() as mem:
+    with store_for_writing() as mem:
         if file is not None:
             data = personas.read_structured(_read_file(file), name=file if file != "-" else "stdin")
             if isinstance(data, dict) and "personas" in data:
@@ -148,13 +167,19 @@ def persona_add(
 
 @persona_app.command("assign")
 def persona_assign(
-    handle: Annotated[str, typer.Argument(help="The persona handle.")],
+    handle: HandleArg,
     user: UserOpt = None,
-    confidence: Annotated[float, typer.Option("--confidence", "-c", help="0 to 1.")] = 1.0,
+    confidence: Annotated[float, option("--confidence", "-c", help="How sure, 0 to 1.",
+                                        check=by("brandmind.personas:_confidence"))] = 1.0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Record that a user holds a persona (again: confirms it); attaches its shared block."""
-    with open_store() as mem:
+    """Record that a user holds a persona (again: confirms it); attaches its shared block.
+
+    \b
+    Example:
+      bm persona assign qsr_real_estate -u ann --confidence 0.8
+    """
+    with store_for_writing() as mem:
         out = mem.persona_record(user, handle, confidence)
     out.pop("persona", None)
     emit(out, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title="assigned"))
@@ -162,11 +187,16 @@ def persona_assign(
 
 @persona_app.command("unassign")
 def persona_unassign(
-    handle: Annotated[str, typer.Argument(help="The persona handle.")],
+    handle: HandleArg,
     user: UserOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The user no longer holds the persona; its shared block is detached from them."""
+    """The user no longer holds the persona; its shared block is detached from them.
+
+    \b
+    Example:
+      bm persona unassign qsr_real_estate -u ann
+    """
     with open_store() as mem:
         out = mem.persona_unrecord(user, handle)
     emit(out, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title="unassigned"))
@@ -180,7 +210,9 @@ def persona_detect(
 ) -> None:
     """Rank personas for a piece of conversation, with a confidence from 0 to 1.
 
-    bm persona detect "I look for new restaurant sites in Dallas"
+    \b
+    Example:
+      bm persona detect "I look for new restaurant sites in Dallas" -k 2
     """
     with open_store() as mem:
         out = mem.persona_detect(read_text_arg(text), k=k)
@@ -190,10 +222,15 @@ def persona_detect(
 @persona_app.command("load-starters")
 def persona_load_starters(as_json: JsonOpt = False) -> None:
     """Store the built-in starter personas (qsr_real_estate, tobacco_consumer_insights,
-    retail_asset_management, cpg_retail_media) that are not stored yet."""
+    retail_asset_management, cpg_retail_media) that are not stored yet.
+
+    \b
+    Example:
+      bm persona load-starters
+    """
     from brandmind import personas
 
-    with open_store() as mem:
+    with store_for_writing() as mem:
         out = personas.load_starters(mem)
     emit(out, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title="starter personas"))
 
@@ -201,7 +238,12 @@ def persona_load_starters(as_json: JsonOpt = False) -> None:
 # -- the agent's persona document ----------------------------------------------------------------------
 @doc_app.command("show")
 def doc_show(agent: AgentDocOpt = "default", as_json: JsonOpt = False) -> None:
-    """The agent's persona document."""
+    """The agent's persona document.
+
+    \b
+    Example:
+      bm persona doc show -a coach --json
+    """
     with open_store() as mem:
         out = mem.persona_doc(agent)
     emit(out, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title=f"persona document of {agent}"))
@@ -223,7 +265,8 @@ def _traits(values: list[str]) -> Any:
 def doc_set(
     agent: AgentDocOpt = "default",
     name: Annotated[Optional[str], typer.Option("--name", help="The persona's name (required for a new document).")] = None,
-    version: Annotated[Optional[int], typer.Option("--version", help="Must be above the stored one (default: the next).")] = None,
+    version: Annotated[Optional[int], option("--version", help="Must be above the stored one (default: the next).",
+                                             check=_doc_version)] = None,
     doc_id: Annotated[Optional[str], typer.Option("--id", help="Document id (default persona_<agent>).")] = None,
     description: Annotated[Optional[str], typer.Option("--description", "-d", help="Who the agent is.")] = None,
     goal: Annotated[Optional[List[str]], typer.Option("--goal", help="A goal (repeatable; replaces the stored goals).")] = None,
@@ -235,7 +278,9 @@ def doc_set(
     """Write a new version of the agent's persona document; options not given keep their
     stored values.
 
-    bm persona doc set --name Pi -d "Location analytics assistant" --goal "answer with data" --trait tone=concise
+    \b
+    Example:
+      bm persona doc set --name Pi -d "Location analytics assistant" --goal "answer with data" --trait tone=concise
     """
     from brandmind.errors import UsageError
 
@@ -243,7 +288,7 @@ def doc_set(
                  "goals": goal, "norms": norm, "traits": _traits(trait) if trait else None, "skills": skill}
     if all(v is None for v in raw.values()):
         raise UsageError("nothing to set", hint="give --name, --description, --goal, ... (see `bm persona doc set --help`)")
-    with open_store() as mem:
+    with store_for_writing() as mem:
         out = mem.persona_doc_put({k: v for k, v in raw.items() if v is not None}, agent=agent, merge=True)
     emit(out, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title=f"persona document of {agent}"))
 
@@ -255,10 +300,24 @@ def doc_import(
     as_json: JsonOpt = False,
 ) -> None:
     """Replace the agent's persona document with the one in FILE (validated; its version,
-    when given, must be above the stored one)."""
+    when given, must be above the stored one).
+
+    \b
+    Example:
+      bm persona doc import persona.yaml -a coach
+    """
     from brandmind import personas
 
     data = personas.read_structured(_read_file(file), name=file if file != "-" else "stdin")
-    with open_store() as mem:
+    with store_for_writing() as mem:
         out = mem.persona_doc_put(data, agent=agent)
     emit(out, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title=f"persona document of {agent}"))
+
+
+def _doc_version(value: int) -> int:
+    from brandmind.errors import InvalidInput
+
+    if value < 1:
+        raise InvalidInput(f"persona document version must be a whole number of at least 1, got {value}",
+                           hint="e.g. --version 2 (or leave it out to take the next one)")
+    return value

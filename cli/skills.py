@@ -8,7 +8,7 @@ from typing import Annotated, Any, List, Optional
 
 import typer
 
-from .common import JsonlOpt, JsonOpt, open_store
+from .common import JsonlOpt, JsonOpt, by, checked, open_store, option, store_for_writing
 from .output import emit, info, kv_table, wants_json
 
 skill_app = typer.Typer(help="Skills (procedural memory): how to do things, matched to a task.",
@@ -65,22 +65,30 @@ def _example(value: str) -> Any:
     return value
 
 
+NameArg = Annotated[str, typer.Argument(help="Skill name, e.g. market-research.",
+                                        callback=checked(by("brandmind.skills:check_name")))]
+
+
 @skill_app.command("add")
 def skill_add(
-    name: Annotated[str, typer.Argument(help="Skill name: lowercase letters, digits, - and _ (e.g. market-research).")],
+    name: Annotated[str, typer.Argument(help="Skill name: lowercase letters, digits, - and _ (e.g. market-research).",
+                                        callback=checked(by("brandmind.skills:check_name")))],
     description: Annotated[Optional[str], typer.Option("--description", "-d", help="What it does and when to use it (required for a new skill).")] = None,
     schema: Annotated[Optional[str], typer.Option("--schema", help="Input JSON Schema (an object schema): inline JSON, a file, or -.")] = None,
     example: Annotated[Optional[List[str]], typer.Option("--example", "-e", help="An example task or input (repeatable; JSON objects allowed).")] = None,
-    tag: Annotated[Optional[List[str]], typer.Option("--tag", "-t", help="A tag (repeatable).")] = None,
-    version: Annotated[Optional[str], typer.Option("--version", "-v", help="e.g. 1.2.0 (default 0.1.0 for a new skill; never backwards).")] = None,
+    tag: Annotated[Optional[List[str]], option("--tag", "-t", help="A tag (repeatable).", check=_tag)] = None,
+    version: Annotated[Optional[str], option("--version", "-v", help="e.g. 1.2.0 (default 0.1.0 for a new skill; never backwards).",
+                                             check=by("brandmind.skills:check_version"))] = None,
     body: Annotated[Optional[str], typer.Option("--body", "-b", help="Markdown instructions: a file, or - for stdin.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Add a skill, or update one: options given replace those fields, the others stay.
 
-    bm skill add market-research -d "Research a market: size, competitors, trends" -t research --body steps.md
+    \b
+    Example:
+      bm skill add market-research -d "Research a market: size, competitors, trends" -t research --body steps.md
     """
-    with open_store() as mem:
+    with store_for_writing() as mem:
         item = mem.skill_add(name, description=description,
                              input_schema=_schema(schema) if schema is not None else None,
                              examples=[_example(e) for e in example] if example else None,
@@ -99,23 +107,38 @@ def skill_list(
     as_json: JsonOpt = False,
     jsonl: JsonlOpt = False,
 ) -> None:
-    """Every skill, by name."""
+    """Every skill, by name.
+
+    \b
+    Example:
+      bm skill list --tag research
+    """
     with open_store() as mem:
         items = mem.skills(tag=tag, full=full)
     emit(items, as_json=as_json, jsonl=jsonl, table=_table)
 
 
 @skill_app.command("show")
-def skill_show(name: Annotated[str, typer.Argument(help="Skill name.")], as_json: JsonOpt = False) -> None:
-    """One skill with its schema, examples and body."""
+def skill_show(name: NameArg, as_json: JsonOpt = False) -> None:
+    """One skill with its schema, examples and body.
+
+    \b
+    Example:
+      bm skill show market-research --json | jq -r .body
+    """
     with open_store() as mem:
         item = mem.skill_get(name)
     emit(item, as_json=as_json, jsonl=False, table=lambda s: kv_table(s, title=s["name"]))
 
 
 @skill_app.command("remove")
-def skill_remove(name: Annotated[str, typer.Argument(help="Skill name.")], as_json: JsonOpt = False) -> None:
-    """Remove a skill (adding it again later revives it)."""
+def skill_remove(name: NameArg, as_json: JsonOpt = False) -> None:
+    """Remove a skill (adding it again later revives it).
+
+    \b
+    Example:
+      bm skill remove market-research
+    """
     with open_store() as mem:
         item = mem.skill_remove(name)
     if wants_json(as_json):
@@ -133,7 +156,9 @@ def skill_match(
 ) -> None:
     """The skills that best fit a task: embedding similarity fused with keyword overlap.
 
-    bm skill match "find sites for a new drive-thru in Austin" -k 3 --json
+    \b
+    Example:
+      bm skill match "find sites for a new drive-thru in Austin" -k 3 --json
     """
     from .common import read_text_arg
 
@@ -152,9 +177,11 @@ def skill_import(
     description, then markdown instructions).  A bad file stops the import (nothing is
     stored) unless --skip-bad; unchanged skills are skipped.
 
-    bm skill import ~/.claude/skills --skip-bad
+    \b
+    Example:
+      bm skill import ~/.claude/skills --skip-bad
     """
-    with open_store() as mem:
+    with store_for_writing() as mem:
         report = mem.skills_import(folder, skip_bad=skip_bad)
     if wants_json(as_json):
         print(json.dumps(report, ensure_ascii=False))
@@ -163,6 +190,12 @@ def skill_import(
              f"unchanged {len(report['unchanged'])}, bad {len(report['bad'])}")
         for bad in report["bad"]:
             info(f"  skipped {bad['path']}: {bad['reason']}")
+
+
+def _tag(value: str) -> list[str]:
+    from brandmind.skills import check_tags
+
+    return check_tags([value])
 
 
 def _table(items: list[dict], *, scores: bool = False) -> Any:

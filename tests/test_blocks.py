@@ -153,7 +153,7 @@ def test_custom_limits_define_and_lowering_below_the_text(bm):
                  "would be 30 characters, 10 over its limit of 20")
     res = bm("block", "set", "project_notes", "b" * 30, "--limit", "30", "--user", "ann")
     assert res.code == 0 and (res.json()["limit"], res.json()["description"]) == (30, "Open questions"), res
-    assert_error(bm("block", "define", "project_notes", "--limit", "0", "--user", "ann"), 1, "from 1 to")
+    assert_error(bm("block", "define", "project_notes", "--limit", "0", "--user", "ann"), 2, "from 1 to")
 
 
 def test_cli_write_over_the_limit_is_one_error_line_and_writes_nothing(bm):
@@ -564,8 +564,8 @@ def test_ops_of_a_forgotten_user_arriving_late_are_ignored():
 def test_cli_errors_are_one_line_with_exit_codes(bm, monkeypatch):
     assert_error(bm("block", "show", "nothing_here", "--user", "ann"), 1, "no block 'nothing_here'",
                  "bm block set nothing_here")
-    assert_error(bm("block", "set", "bad label!", "x", "--user", "ann"), 1, "invalid block label")
-    assert_error(bm("block", "set", "notes", "x", "--persona", "Bad Handle"), 1, "invalid persona handle")
+    assert_error(bm("block", "set", "bad label!", "x", "--user", "ann"), 2, "invalid block label")
+    assert_error(bm("block", "set", "notes", "x", "--persona", "Bad Handle"), 2, "invalid persona handle")
     assert_error(bm("block", "show", "cpg_retail_media_service_experience", "--persona", "qsr_real_estate"), 2,
                  "not the shared block of persona")
     assert bm("block", "set", "human", "hello", "--user", "ann").code == 0

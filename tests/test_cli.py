@@ -101,10 +101,10 @@ def test_every_command_has_help(bm):
 
 # -- remember ---------------------------------------------------------------------------
 def test_remember_prints_id_and_json(bm):
-    res = bm("remember", "Ann moved to Lisbon in May")
+    res = bm("remember", "Ann moved to Lisbon in May")  # piped: {"id"} (JSON, as with --json)
     assert res.code == 0, res
-    plain = res.out.strip()
-    assert plain.startswith("m_") and "\n" not in plain
+    plain = res.json()["id"]
+    assert plain.startswith("m_")
     res = bm("remember", "Ann likes green tea", "--json")
     assert res.code == 0 and set(res.json()) == {"id"} and res.json()["id"].startswith("m_")
     shown = bm("memories", "show", plain).json()
@@ -425,7 +425,7 @@ def test_beads_add_and_tail_oldest_first(bm):
     for i in range(5):
         res = bm("beads", "add", f"turn {i}", "--role", "assistant" if i % 2 else "user", "--speaker", "Ann")
         assert res.code == 0, res
-        ids.append(res.out.strip())
+        ids.append(res.json()["id"])
     assert all(i.startswith("b_") for i in ids)
     tail = bm("beads", "tail", "-n", "3").json()
     assert [b["content"] for b in tail] == ["turn 2", "turn 3", "turn 4"]
@@ -448,7 +448,7 @@ def test_beads_large_content_goes_to_blobs(bm, bm_home, monkeypatch):
     small = bm("beads", "add", "small one")
     res = bm("beads", "add", "-", "--role", "tool", "--source", "tool:grep", input=big.encode())
     assert small.code == 0 and res.code == 0, res
-    bead_id = res.out.strip()
+    bead_id = res.json()["id"]
     blobs = [p for p in (bm_home / "data" / "blobs").rglob("*") if p.is_file()]
     assert len(blobs) == 1 and blobs[0].read_bytes() == big.encode()
     shown = bm("beads", "show", bead_id).json()

@@ -249,9 +249,8 @@ def test_remember_extract_stores_facts_next_to_the_memory(store, bm):
 
 
 def test_remember_extract_on_a_terminal_prints_the_id_then_a_summary(store, bm):
-    res = bm("remember", "I hate mushrooms.", "--user", "ann", "--extract")
-    assert res.code == 0 and res.out.strip().startswith("m_")
-    assert "facts: 1 added" in res.err
+    res = bm("remember", "I hate mushrooms.", "--user", "ann", "--extract")  # piped: JSON, id and report
+    assert res.code == 0 and res.json()["id"].startswith("m_") and res.json()["facts"]["added"] == 1, res
     assert_error(bm("remember", '{"subject": "a"}', "--fact", "--extract"), 2, "--extract")
 
 

@@ -80,8 +80,8 @@ def test_recall_now_and_as_of_on_the_command_line(bm, store) -> None:
     res = bm("recall", "climbing gym last Tuesday", "--now", NOW, "-k", "1", "--json")
     assert res.code == 0, res
     assert res.json()[0]["id"] == ids["2026-11-17"]
-    assert_error(bm("recall", "gym", "--now", "someday"), 1, "now")
-    assert_error(bm("recall", "gym", "--as-of", "soon"), 1, "as_of")
+    assert_error(bm("recall", "gym", "--now", "someday"), 2, "now")
+    assert_error(bm("recall", "gym", "--as-of", "soon"), 2, "as_of")
 
 
 def _scoped(mem: Memory) -> None:

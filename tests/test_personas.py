@@ -45,7 +45,7 @@ def test_show_a_persona_and_errors_for_unknown_or_malformed_handles(bm, store):
     out = res.json()
     assert out["industry"] == "Tobacco" and out["role"] == "Consumer Insights" and out["holders"] == []
     assert_error(bm("persona", "show", "qsr_marketing"), 1, "no persona 'qsr_marketing'", "bm persona list")
-    assert_error(bm("persona", "show", "Not A Handle"), 1, "invalid persona handle")
+    assert_error(bm("persona", "show", "Not A Handle"), 2, "invalid persona handle")
 
 
 # -- add ---------------------------------------------------------------------------------------------
@@ -178,15 +178,15 @@ def test_reassigning_confirms_discovered_min_confirmed_max_confidence_latest(sto
         assert [p["handle"] for p in mem.user_personas("ann")] == ["tobacco_consumer_insights", "cpg_retail_media"]
 
 
-@pytest.mark.parametrize("args,words", [
-    (["assign", "nope_persona", "--user", "ann"], ["no persona 'nope_persona'"]),
-    (["assign", "qsr_real_estate", "--user", "ann", "--confidence", "1.5"], ["confidence must be"]),
-    (["assign", "QSR", "--user", "ann"], ["invalid persona handle"]),
-    (["assign", "qsr_real_estate", "--user", " ann"], ["invalid user"]),
-    (["unassign", "qsr_real_estate", "--user", "ann"], ["does not hold"]),
+@pytest.mark.parametrize("args,code,words", [
+    (["assign", "nope_persona", "--user", "ann"], 1, ["no persona 'nope_persona'"]),
+    (["assign", "qsr_real_estate", "--user", "ann", "--confidence", "1.5"], 2, ["confidence must be"]),
+    (["assign", "QSR", "--user", "ann"], 2, ["invalid persona handle"]),
+    (["assign", "qsr_real_estate", "--user", " ann"], 2, ["invalid user"]),
+    (["unassign", "qsr_real_estate", "--user", "ann"], 1, ["does not hold"]),
 ])
-def test_assign_and_unassign_errors_write_nothing(bm, store, args, words):
-    assert_error(bm("persona", *args), 1, *words)
+def test_assign_and_unassign_errors_write_nothing(bm, store, args, code, words):
+    assert_error(bm("persona", *args), code, *words)
     assert ops_of("") == []
 
 

@@ -99,7 +99,8 @@ def test_add_list_show_update_remove_revive(bm, store, tmp_path):
     (["ok-name", "-d", "x" * 1025], ["over the limit"]),
 ])
 def test_add_refuses_bad_input(bm, store, args, words):
-    assert_error(bm("skill", "add", *args), 1, *words)
+    usage = words[0] in ("invalid skill name", "invalid skill version")  # a bad NAME or --version: exit 2
+    assert_error(bm("skill", "add", *args), 2 if usage else 1, *words)
     assert bm("skill", "list").json() == []
 
 
