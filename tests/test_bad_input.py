@@ -447,7 +447,8 @@ def test_unknown_ids(bm, seeded):
     assert_error(bm("beads", "show", "b_nope"), 1, "no bead")
     assert_error(bm("forget", "m_nope", "--yes"), 1, "no memory")
     assert_error(bm("kg", "show", "Nobody"), 1, "no graph node", "bm kg node")
-    assert_error(bm("kg", "link", "Nobody", "mentions", "m_nope"), 1, "no graph node")
+    assert_error(bm("kg", "link", "Nobody", "mentions", "m_nope"), 1, "no memory")
+    assert_error(bm("kg", "link", "n_nope", "knows", "Nobody"), 1, "no graph node")
     assert memory_count() == len(seeded)
 
 
