@@ -46,7 +46,7 @@ says so (``"negated": true``) or, failing that, when its text does ("no longer",
 Storing (:func:`store_facts`, behind ``Memory.add_fact`` / ``Memory.add_facts``): each
 fact is reconciled, then written as its ops: ``memory.add`` (or ``memory.confirm``), the
 subject and object nodes (``kg.node``, an existing node of the user with the same type and
-normalised name is reused), the edge subject -predicate-> object (``kg.edge``), the
+normalised name is reused, else an untyped ``entity`` node of that name), the edge subject -predicate-> object (``kg.edge``), the
 mentions, and for each replaced fact ``memory.retire``, ``kg.edge.retire`` and a
 ``contradicts`` link (brandmind/graph.py describes the graph).
 """
@@ -560,6 +560,8 @@ def store_facts(mem: Any, facts: Iterable[Any], *, user: str | None = None, agen
                     "SELECT id, type, name FROM kg_nodes WHERE user_id=? ORDER BY created_at DESC, id DESC", (u,)):
                 node_ids[u][(node_type, norm(node_name))] = node_id  # the oldest wins
         key = (type_, norm(name))
+        if key not in node_ids[u] and ("entity", key[1]) in node_ids[u]:
+            key = ("entity", key[1])  # an untyped node of that name (`bm kg link Ann ...`) is the one
         if key not in node_ids[u]:
             node_ids[u][key] = new_id("n")
             ops.append(("kg.node", {"id": node_ids[u][key], "user": u, "type": type_, "name": name,

@@ -57,6 +57,14 @@ def test_kg_node_returns_the_existing_node_and_prints_json_when_piped(store, bm)
         assert mem.sql.conn.execute("SELECT count(*) FROM kg_nodes").fetchone()[0] == 3
 
 
+def test_facts_use_the_nodes_kg_link_made_instead_of_twins(store, bm):
+    bm("kg", "link", "Ann", "lives_in", "Lisbon", "-u", "ann")
+    assert bm("remember", "--fact", '{"subject": "ann", "predicate": "likes", "object": "Lisbon"}',
+              "-u", "ann").code == 0
+    nodes = bm("kg", "list", "-u", "ann").json()
+    assert [(n["name"], n["edges"]) for n in nodes] == [("Ann", 2), ("Lisbon", 2)]
+
+
 def test_kg_list_filters_and_counts(store, bm):
     bm("kg", "link", "Ann", "lives_in", "Lisbon", "-u", "ann")
     bm("kg", "link", "Ann", "works_at", "Acme", "-u", "ann")
