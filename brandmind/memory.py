@@ -1116,10 +1116,10 @@ def _owned_by(op: dict, user: str, nodes: set[str] = frozenset()) -> bool:
     """Whether an op carries content of ``user`` (what forgetting the user redacts):
     their beads, memories and graph nodes, and edges and mentions of those ``nodes``."""
     kind, p = op["kind"], op["payload"]
-    if p.get("redacted"):
+    if p.get("redacted") or "refused" in p:  # (refused: a pulled op that failed its check, opcheck.py)
         return False
     if kind == "bead.add":
-        return p["bead"].get("user") == user
+        return isinstance(p.get("bead"), dict) and p["bead"].get("user") == user
     if kind in ("memory.add", "kg.node", "memory.retire", "memory.confirm", "memory.merge", "kg.node.remove",
                 "kg.node.merge"):
         return p.get("user") == user

@@ -56,9 +56,9 @@ def _id(value: Any, what: str) -> str:
     return value
 
 
-def _opt(p: dict, key: str, check: Callable[..., Any], *args: Any) -> None:
+def _opt(p: dict, key: str, check: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
     if p.get(key) is not None:
-        check(p[key], *args)
+        check(p[key], *args, **kwargs)
 
 
 def _string(value: Any, what: str, *, empty: bool = False) -> str:
@@ -420,7 +420,7 @@ def skill_add(p: dict) -> None:
     skills.check_meta(p.get("meta"))
     json_value(p.get("meta"), "meta")
     json_value(p.get("input_schema"), "input_schema")
-    _opt(p, "ts", _time, "ts")
+    _time(_need(p, "ts"), "ts")
 
 
 def skill_remove(p: dict) -> None:
@@ -433,6 +433,7 @@ def skill_remove(p: dict) -> None:
 def persona_define(p: dict) -> None:
     from . import personas
 
+    personas.check_handle(_need(p, "handle"))
     personas.normalize({k: p.get(k) for k in personas.FIELDS})
     _opt(p, "source", _string, "source")
     _opt(p, "ts", _time, "ts")
@@ -506,6 +507,8 @@ def failure(kind: str, payload: Any) -> InvalidInput | None:
         return exc
     except RecursionError:  # pragma: no cover - json_value is iterative; belt and braces
         return _bad("a value is nested too deeply")
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a shape no check foresaw
+        return _bad(f"a field has an unexpected shape ({type(exc).__name__}: {exc})")
     return None
 
 
