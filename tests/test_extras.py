@@ -173,7 +173,8 @@ def _venv_env(py: Path, home: Path, model_cache: Path) -> dict:
 
 
 def _run(py: Path, env: dict, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(py.parent / "bm"), *args], capture_output=True, text=True, env=env,
+    # `python -m`: an extra's venv sees bm (and its `bm` script) only through the core venv
+    return subprocess.run([str(py), "-m", "brandmind.cli.app", *args], capture_output=True, text=True, env=env,
                           timeout=300, input=input or "", cwd=py.parent)
 
 
@@ -215,11 +216,17 @@ def test_the_core_install_alone_embeds_offline_and_names_each_missing_extra(venv
     stats = _run(py, env, "stats", "--json")
     assert "all-MiniLM-L6-v2" in stats.stdout, stats.stdout
     # each optional backend, without its extra: one line naming the extra to install
-    _clean_error(_run(py, {**env, "BM_EMBEDDER": "ollama"}, "recall", "tea"), "brandmind[ollama]")
+    ollama_home = {**env, "BM_EMBEDDER": "ollama", "BM_HOME": str(tmp_path / "ollama-home")}
+    _clean_error(_run(py, ollama_home, "init"), "brandmind[ollama]")
     _clean_error(_run(py, {**env, "BM_EXTRACTOR": "llm"}, "remember", "I live in Porto", "--extract"),
                  "brandmind[ollama]")
     assert _run(py, env, "remote", "add", "graphiti", "--port", "1").returncode == 0
     _clean_error(_run(py, env, "sync", "now"), "brandmind[graphiti]")
+    zep_home = {**env, "BM_HOME": str(tmp_path / "zep-home"), "ZEP_API_KEY": "k"}
+    assert _run(py, zep_home, "init").returncode == 0
+    assert _run(py, zep_home, "remote", "add", "zep").returncode == 0
+    assert _run(py, zep_home, "remember", "Ann likes tea").returncode == 0
+    _clean_error(_run(py, zep_home, "sync", "now"), "brandmind[zep]")
 
 
 @pytest.mark.slow
