@@ -96,7 +96,7 @@ def beads_tail(
     Example:
       bm beads tail -n 20 -u ann
     """
-    with open_store() as mem:
+    with open_store(if_missing="empty") as mem:
         beads = mem.beads_tail(n, user=user, thread=thread)
         if not beads and n:
             note_unknown_user(mem, user)

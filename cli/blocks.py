@@ -101,7 +101,7 @@ def block_list(user: UserOpt = None, agent: AgentOpt = None, as_json: JsonOpt = 
     Example:
       bm block list -u ann --agent coach
     """
-    with open_store() as mem:
+    with open_store(if_missing="empty") as mem:
         items = mem.block_list(user=user, agent=agent)
     emit(items, as_json=as_json, jsonl=False, table=_table)
 
@@ -115,7 +115,7 @@ def block_show(label: LabelArg, user: UserOpt = None, agent: AgentOpt = None, pe
     Example:
       bm block show human -u ann --json | jq -r .value
     """
-    with open_store() as mem:
+    with open_store(if_missing="empty") as mem:
         b = mem.block_get(label, user=user, agent=agent, persona=persona)
     emit(b, as_json=as_json, jsonl=False, table=_show)
 

@@ -74,16 +74,47 @@ NO_STORE_HINT = ("nothing is stored there yet: `bm remember TEXT`, `bm ingest FI
                  "or point BM_HOME / --home at an existing store")
 
 
-def open_store(**kwargs: Any) -> Any:
-    """The store, for a command that reads it: a missing store is an error naming the
-    commands that create one (a read never creates a store, so a mistyped BM_HOME shows)."""
+def open_store(*, if_missing: str = "error", **kwargs: Any) -> Any:
+    """The store, for a command that reads it (use it with ``with``).  A read never creates
+    a store.  On a missing store: an error naming the commands that create one, or with
+    ``if_missing="empty"`` (searches and listings: recall, context, lists) the answer of an
+    empty store, with a note on stderr, so that an agent loop's first `bm context` works
+    and a mistyped BM_HOME still shows."""
     from brandmind.errors import StoreMissing
     from brandmind.memory import Memory
 
     try:
         return Memory(**kwargs)
     except StoreMissing as exc:
-        raise StoreMissing(exc.message, hint=NO_STORE_HINT) from None
+        if if_missing != "empty":
+            raise StoreMissing(exc.message, hint=NO_STORE_HINT) from None
+    return _empty_store(**kwargs)
+
+
+@contextmanager
+def _empty_store(**kwargs: Any) -> Iterator[Any]:
+    """An empty store in a temporary directory, removed on close (the configured path is
+    left alone: nothing is created there)."""
+    import dataclasses
+    import shutil
+    import tempfile
+
+    from brandmind.config import Config
+    from brandmind.memory import Memory
+
+    from .output import info
+
+    config = Config.load()
+    info(f"note: no bm store at {config.paths.data_dir} yet, so nothing is found "
+         "(the first write, e.g. `bm remember` or `bm ingest`, creates it)")
+    tmp = Path(tempfile.mkdtemp(prefix="bm-empty-"))
+    try:
+        empty = dataclasses.replace(config, paths=dataclasses.replace(config.paths, data_dir=tmp / "data"))
+        with Memory(config=empty, create=True, **kwargs) as mem:
+            mem.throwaway = True  # (note_unknown_user: the note above said it all)
+            yield mem
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextmanager
@@ -100,7 +131,12 @@ def store_for_writing(**kwargs: Any) -> Iterator[Any]:
     data_dir = config.paths.data_dir
     existed = (config.paths.lmdb_dir / "data.mdb").exists()
     dir_existed = data_dir.exists()
-    mem = Memory(config=config, create=not existed, **kwargs)
+    try:
+        mem = Memory(config=config, create=not existed, **kwargs)
+    except BaseException:
+        if not existed and not dir_existed:
+            shutil.rmtree(data_dir, ignore_errors=True)
+        raise
     ops = 0
     try:
         yield mem
@@ -174,6 +210,8 @@ def note_unknown_user(mem: Any, user: Optional[str]) -> None:
     """After a read for a user found nothing: when that user has nothing stored at all,
     say so on stderr and name the users who do (a typo in -u shows, instead of a bare
     ``[]``; stdout stays what it was)."""
+    if getattr(mem, "throwaway", False):
+        return
     name = mem._user(user)
     has_memories = mem.sql.conn.execute("SELECT 1 FROM memories WHERE user_id = ? LIMIT 1", (name,)).fetchone()
     if has_memories or mem.log.bead_ids(name, 1):

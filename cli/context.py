@@ -33,7 +33,7 @@ def context(
       bm context "what should I pack for Kyoto?" --budget 1500 --user ann > context.txt
       bm context "plan dinner" -b 800 -u ann -a coach --json | jq .dropped
     """
-    with open_store() as mem:
+    with open_store(if_missing="empty") as mem:
         result = mem.context(read_text_arg(query), budget=budget, user=user, agent=agent, now=now,
                              as_of=as_of, format=fmt, recent=recent, margin=margin, thread=thread)
     if as_json:

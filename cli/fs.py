@@ -45,7 +45,7 @@ def fs_ls(path: Annotated[str, typer.Argument(help="Folder or file [default: /].
     Example:
       bm fs ls /notes -u ann
     """
-    with open_store() as mem:
+    with open_store(if_missing="empty") as mem:
         items = mem.workspace(user).ls(path)
     emit(items, as_json=as_json, jsonl=jsonl, table=_table)
 
@@ -155,7 +155,7 @@ def fs_find(
       bm fs find --grep lisbon
       bm fs find '/notes/*' -g budget
     """
-    with open_store() as mem:
+    with open_store(if_missing="empty") as mem:
         items = mem.workspace(user).find(pattern, grep=grep, path=path)
     emit(items, as_json=as_json, jsonl=jsonl, table=_grep_table if grep is not None else _table)
 
@@ -194,9 +194,9 @@ def _grep_table(items: list[dict]) -> Any:
     from rich.table import Table
 
     t = Table(header_style="bold")
-    t.add_column("path", no_wrap=True)
+    t.add_column("path", overflow="fold", ratio=1)
     t.add_column("line", justify="right")
-    t.add_column("text", overflow="fold")
+    t.add_column("text", overflow="fold", ratio=2)
     for m in items:
         t.add_row(m["path"], str(m["line"]), m["text"])
     if not items:

@@ -121,7 +121,7 @@ def recall(
     if query is None:
         raise UsageError("missing QUERY", hint='bm recall "what does Ann like?" (or --batch FILE)')
     text = read_text_arg(query)
-    with open_store() as mem:
+    with open_store(if_missing="empty") as mem:
         def local() -> list[dict]:
             return mem.recall(text, k=k, user=user, agent=agent, types=type or (),
                               since=since, until=until, now=now, as_of=as_of)
@@ -203,7 +203,7 @@ def _recall_batch(path: str, user: Optional[str], agent: Optional[str], **defaul
                 q = {**q, "id": lineno}
             yield q
 
-    with open_store() as mem, open_input(path) as fh:
+    with open_store(if_missing="empty") as mem, open_input(path) as fh:
         for q in queries(fh):
             if "_error" in q:
                 out = {"id": q["id"], "error": q["_error"], "hint": 'each line is {"query": "...", "k": 10, "id": ...}'}
@@ -305,7 +305,7 @@ def memories_list(
       bm memories list -u ann -n 10
       bm memories list --all-users --type preference --json
     """
-    with open_store() as mem:
+    with open_store(if_missing="empty") as mem:
         items = mem.list_memories(user=user, agent=agent, type=type, limit=limit, offset=offset,
                                   all_users=all_users)
         if not items and not all_users and not offset:
@@ -342,15 +342,23 @@ def memories_history(memory_id: Annotated[str, typer.Argument(help="Memory id of
 
 
 def _history_table(items: list[dict]):  # type: ignore[no-untyped-def]
+    """The versions of a fact; the ids whole, the text with its world and system time on a dim
+    line under it, so that it fits an 80-column terminal."""
+    from rich import box
     from rich.table import Table
+    from rich.text import Text
 
-    t = Table(header_style="bold")
-    for col in ("id", "status", "valid", "retired", "seen", "text"):
-        t.add_column(col, overflow="fold", no_wrap=col in ("valid", "retired"), min_width=12 if col == "text" else None)
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
+    t.add_column("id", no_wrap=True, min_width=8)
+    t.add_column("status", overflow="fold")
+    t.add_column("fact", overflow="fold", ratio=1, min_width=20)
     for m in items:
-        valid = f"{(m['valid_from'] or '…')[:10]} → {(m['valid_to'] or '…')[:10]}"
-        t.add_row(m["id"], m["status"] + (f" ({m['reason']})" if m.get("reason") else ""), valid,
-                  (m["retired_at"] or "")[:10], str(1 + m["confirmations"]), m["text"])
+        cell = Text(m["text"])
+        when = f"valid {(m['valid_from'] or '…')[:10]} → {(m['valid_to'] or '…')[:10]}"
+        if m["retired_at"]:
+            when += f" · retired {m['retired_at'][:10]}"
+        cell.append(f"\n{when} · seen {1 + m['confirmations']}", style="dim")
+        t.add_row(m["id"], m["status"] + (f" ({m['reason']})" if m.get("reason") else ""), cell)
     t.caption = "valid: world time; retired: when bm stopped believing it (--json has the exact times)"
     return t
 

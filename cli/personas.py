@@ -92,7 +92,7 @@ def persona_list(
       bm persona list
       bm persona list -u ann
     """
-    with open_store() as mem:
+    with open_store(if_missing="empty") as mem:
         if user is not None:
             held = mem.user_personas(user)
             emit(held, as_json=as_json, jsonl=False, table=_held_table)
@@ -214,7 +214,7 @@ def persona_detect(
     Example:
       bm persona detect "I look for new restaurant sites in Dallas" -k 2
     """
-    with open_store() as mem:
+    with open_store(if_missing="empty") as mem:
         out = mem.persona_detect(read_text_arg(text), k=k)
     emit(out, as_json=as_json, jsonl=False, table=_detect_table)
 

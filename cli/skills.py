@@ -113,7 +113,7 @@ def skill_list(
     Example:
       bm skill list --tag research
     """
-    with open_store() as mem:
+    with open_store(if_missing="empty") as mem:
         items = mem.skills(tag=tag, full=full)
     emit(items, as_json=as_json, jsonl=jsonl, table=_table)
 
@@ -162,7 +162,7 @@ def skill_match(
     """
     from .common import read_text_arg
 
-    with open_store() as mem:
+    with open_store(if_missing="empty") as mem:
         items = mem.skill_match(read_text_arg(query), k=k)
     emit(items, as_json=as_json, jsonl=jsonl, table=lambda r: _table(r, scores=True))
 

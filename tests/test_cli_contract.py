@@ -213,8 +213,22 @@ def test_a_failed_or_dry_write_leaves_no_store(bm, bm_home, tmp_path):
     assert not (bm_home / "data").exists()
 
 
-def test_reads_on_a_missing_store_say_how_to_make_one(bm, bm_home):
-    for args in (("recall", "tea"), ("memories", "list"), ("beads", "tail"), ("stats",)):
+def test_reads_on_a_missing_store_answer_empty_with_a_note_and_create_nothing(bm, bm_home):
+    """Searches and listings answer as an empty store would (an agent loop's first `bm context`
+    works), with a note naming the path (a mistyped BM_HOME shows); nothing is created."""
+    for args, empty in ((("recall", "tea"), "[]"), (("memories", "list"), "[]"), (("beads", "tail"), "[]"),
+                        (("block", "list"), "[]"), (("skill", "list"), "[]"), (("context", "tea"), "")):
+        res = bm(*args)
+        assert res.code == 0 and res.out.strip() == empty, (args, res)
+        assert res.err_lines() == [res.err_lines()[0]] and "no bm store at " + str(bm_home / "data") in res.err, res
+        assert "bm remember" in res.err
+    res = bm("recall", "--batch", "-", input=jsonl([{"id": 1, "query": "tea"}]))
+    assert res.code == 0 and res.jsonl() == [{"id": 1, "results": []}], res
+    res = run_bm("context", "tea", "--budget", "200", "--json")
+    assert res.code == 0 and res.json()["text"] == "" and "no bm store" in res.err, res
+    assert not (bm_home / "data").exists()
+    # what needs a store says how to make one
+    for args in (("stats",), ("export",), ("memories", "show", "m_x"), ("rebuild",)):
         line = assert_error(bm(*args), 1, "no bm store")
         assert "bm remember" in line and "bm init" in line
     assert not (bm_home / "data").exists()
@@ -268,6 +282,12 @@ def test_recall_and_list_tables_fit_80_columns_with_the_text_visible(bm, store):
             assert " ".join(text.split()) in words or all(w in words for w in text.split()), screen
     code, lines = run_on_terminal("memories", "list", "-u", "ann")
     assert "preference" in "\n".join(lines) and "agent:coach" in "\n".join(lines)
+    old = bm("remember", "--fact", '{"subject": "Ann", "predicate": "lives_in", "object": "Lisbon"}', "-u", "ann")
+    new = bm("remember", "--fact", '{"subject": "Ann", "predicate": "lives_in", "object": "Porto"}', "-u", "ann")
+    code, lines = run_on_terminal("memories", "history", old.json()["id"])
+    screen = "\n".join(lines)
+    assert code == 0 and max(len(line) for line in lines) <= 80, screen
+    assert old.json()["id"] in screen and new.json()["id"] in screen and "Ann lives in Porto" in screen, screen
     code, lines = run_on_terminal("remember", "on a terminal: the id alone", "-u", "ann")
     assert code == 0 and len(lines) == 1 and lines[0].strip().startswith("m_"), lines
 
