@@ -595,9 +595,9 @@ def test_neighbors_radius_one_and_two(mem):
 
 # -- CLI -------------------------------------------------------------------------------------------------
 def test_cli_remember_fact_and_facts_add(bm, store, tmp_path):
-    res = bm("remember", "--fact", json.dumps(ANN_LISBON), "-u", "ann")
-    assert res.code == 0 and res.out.startswith("added m_")
-    old = res.out.split()[1]
+    res = bm("remember", "--fact", json.dumps(ANN_LISBON), "-u", "ann")  # piped: JSON
+    assert res.code == 0 and res.json()["action"] == "added" and res.json()["id"].startswith("m_")
+    old = res.json()["id"]
     res = bm("remember", "-", "--fact", "-u", "ann", "--json", input=json.dumps(ANN_PORTO))
     out = res.json()
     assert res.code == 0 and out["action"] == "updated" and out["retired"] == [old]
@@ -634,7 +634,7 @@ def test_cli_remember_fact_and_facts_add(bm, store, tmp_path):
      ("not valid JSON",)),
     (("remember", "--fact", '{"subject": "Ann", "predicate": "likes", "object": "x", "vaild_to": "2024"}'), 1,
      ("unknown fact field",)),
-    (("memories", "link", "m_a", "m_b", "--type", "loves"), 1, ("unknown link type",)),
+    (("memories", "link", "m_a", "m_b", "--type", "loves"), 2, ("unknown link type",)),
     (("memories", "history", "m_nope"), 1, ("m_nope",)),
     (("kg", "neighbors", "Ann", "--radius", "4"), 2, ("radius",)),
     (("kg", "neighbors", "Ann", "--radius", "0"), 2, ("radius",)),

@@ -127,8 +127,11 @@ def test_binary_content_from_stdin_round_trips(store):
     assert json.loads(w.stdout)["chunks"] == 0 and file_chunks() == []
 
 
-def test_no_store(bm):
-    assert_error(bm("fs", "ls"), 1, "no bm store")
+def test_no_store(bm, bm_home):
+    res = bm("fs", "ls")  # a listing on a missing store: an empty workspace, a note, nothing created
+    assert res.code == 0 and all(e["type"] == "dir" for e in res.json()) and "no bm store" in res.err, res
+    assert not (bm_home / "data").exists()
+    assert_error(bm("fs", "cat", "/notes/a.md"), 1, "no bm store")
 
 
 # -- path safety ------------------------------------------------------------------------------------
