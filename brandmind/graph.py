@@ -212,8 +212,12 @@ def remove_node(mem: Any, ref: str, *, user: str | None = None) -> dict:
     c = mem.sql.conn
     edges = c.execute("SELECT count(*) FROM kg_edges WHERE src=? OR dst=?", (row["id"], row["id"])).fetchone()[0]
     mentions = c.execute("SELECT count(*) FROM kg_mentions WHERE node_id=?", (row["id"],)).fetchone()[0]
+    from .projection import hlc_key
+    from .replication import forget_nodes_in_log
+
     with mem.log.write() as t:
-        t.append("kg.node.remove", {"id": row["id"], "user": row["user_id"], "ts": now_millis()})
+        op = t.append("kg.node.remove", {"id": row["id"], "user": row["user_id"], "ts": now_millis()})
+        forget_nodes_in_log(t, {row["id"]}, hlc_key(op["hlc"]))  # its name leaves the log too
     mem._catch_up()
     return {"removed": row["id"], "name": row["name"], "type": row["type"], "user": row["user_id"],
             "edges": edges, "mentions": mentions}

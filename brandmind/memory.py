@@ -615,29 +615,28 @@ class Memory:
                     t.dead_blobs.append(blob)
         self._catch_up()
         # graph nodes only these memories named (e.g. the place in a forgotten fact) go too
-        orphans = sorted(n for n in nodes if not self.sql.conn.execute(
-            "SELECT 1 FROM kg_mentions WHERE node_id=:n UNION ALL SELECT 1 FROM kg_edges "
-            "WHERE src=:n OR dst=:n LIMIT 1", {"n": n}).fetchone())
+        orphans = {r[0]: r[1] for r in self.sql.conn.execute(
+            f"SELECT id, user_id FROM kg_nodes n WHERE id IN ({','.join('?' * len(nodes))}) "
+            "AND NOT EXISTS (SELECT 1 FROM kg_mentions WHERE node_id=n.id) "
+            "AND NOT EXISTS (SELECT 1 FROM kg_edges WHERE src=n.id OR dst=n.id)", tuple(nodes))} if nodes else {}
         if orphans:
             with self.log.write() as t:
-                for node in orphans:
-                    op = t.append("kg.node.forget", {"id": node})
+                for node, owner in sorted(orphans.items()):
+                    op = t.append("kg.node.remove", {"id": node, "user": owner, "ts": now_millis()})
                     forget_nodes_in_log(t, {node}, hlc_key(op["hlc"]))
             self._catch_up()
         self.sql.truncate_wal()  # the pages that held the text leave the WAL file too
-        return {"memories": ids, "beads": beads, "nodes": orphans}
+        return {"memories": ids, "beads": beads, "nodes": sorted(orphans)}
 
     def _nodes_of(self, ids: list[str]) -> set[str]:
-        """The graph nodes that the memories ``ids`` mention or are the evidence of."""
+        """The graph nodes the facts ``ids`` name: the ends of the edges they are the
+        evidence of (a node merely linked to a memory is not named by it)."""
         if not ids:
             return set()
         marks = ",".join("?" * len(ids))
         rows = self.sql.conn.execute(
-            f"SELECT node_id FROM kg_mentions WHERE memory_id IN ({marks}) UNION "
-            f"SELECT e.src FROM kg_edges e, json_each(e.evidence) j WHERE j.value IN ({marks}) UNION "
-            f"SELECT e.dst FROM kg_edges e, json_each(e.evidence) j WHERE j.value IN ({marks})",
-            (*ids, *ids, *ids))
-        return {r[0] for r in rows if r[0].startswith("n_")}
+            f"SELECT e.src, e.dst FROM kg_edges e, json_each(e.evidence) j WHERE j.value IN ({marks})", ids)
+        return {end for row in rows for end in row if end.startswith("n_")}
 
     def _memory_rows(self, ids: list[str]) -> list[dict]:
         if not ids:

@@ -296,10 +296,6 @@ def kg_node(p: dict) -> None:
     _time(_need(p, "ts"), "ts")
 
 
-def kg_node_forget(p: dict) -> None:
-    _id(_need(p, "id"), "node id")
-
-
 def kg_edge(p: dict) -> None:
     _id(_need(p, "id"), "edge id")
     _id(_need(p, "src"), "src")
@@ -475,7 +471,6 @@ CHECKS: dict[str, Check] = {
     "bead.add": bead_add,
     "bead.forget": bead_forget,
     "kg.node": kg_node,
-    "kg.node.forget": kg_node_forget,
     "kg.edge": kg_edge,
     "kg.edge.retire": kg_edge_retire,
     "kg.mention": kg_mention,

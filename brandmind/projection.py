@@ -40,9 +40,6 @@ Op kinds and their payloads:
 ``bead.forget``   {id}: a turn forgotten (``bm beads rm``, or with a memory made from it): LMDB
                    only (brandmind/replication.py forget_bead_in_log): the bead goes, its add
                    is redacted, a late add is stored redacted (remove wins)
-``kg.node.forget`` {id}: a graph node forgotten (left with no edge or mention by a forget):
-                   the id is tombstoned with its edges and mentions; its add and those of
-                   its edges and mentions are redacted in the log (remove wins)
 ``user.forget``   {user}: every memory, bead and graph node of the user stamped before it
                    goes (whenever it arrives), and their persona assignments; the user's
                    tombstone keeps the latest forget's HLC
@@ -58,9 +55,11 @@ Op kinds and their payloads:
                    given (commutes); an edge not here yet: waits in ``sync_pending``
 ``kg.mention``    {node, memory}: a node is mentioned by (linked to) a memory; skipped when
                    the memory or the node is dead (a merged node's go to the node it became)
-``kg.node.remove`` {id, user, ts}: ``bm kg rm``: the node, its edges and mentions go; the id
-                   is tombstoned (remove wins).  ``kg.node.merge`` {id, into, user, ts}: ``bm kg
-                   merge``: the node's edges and mentions move to ``into`` and it goes; later
+``kg.node.remove`` {id, user, ts}: ``bm kg rm``, or a node only forgotten facts named: the node,
+                   its edges and mentions go; the id is tombstoned (remove wins); in the log
+                   its add and those of its edges and mentions are redacted (replication.py).
+                   ``kg.node.merge`` {id, into, user, ts}: ``bm kg merge``: the node's edges
+                   and mentions move to ``into`` and it goes; later
                    edges and mentions of it follow (brandmind/graph.py)
 ``block.define``  {id, scope, user, agent, persona, label, description, limit, read_only,
                    explicit}: a core memory block (brandmind/blocks.py); id = hash of scope,
@@ -211,8 +210,6 @@ def apply_sql_side(sql: SQLStore, op: dict, vector_for: VectorFor) -> None:
                          _apply_to_memory)
     elif kind == "memory.forget":
         converge.kill_memory(sql, p["id"], hk)
-    elif kind == "kg.node.forget":
-        converge.kill_node(sql, p["id"])
     elif kind == "user.forget":
         user = p["user"]
         converge.tombstone(sql, "user:" + user, hk)

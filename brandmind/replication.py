@@ -161,7 +161,7 @@ def _check_shape(op: Any) -> tuple[str, int]:
     return replica, seq
 
 
-FORGETS = frozenset({"memory.forget", "bead.forget", "kg.node.forget", "user.forget"})
+FORGETS = frozenset({"memory.forget", "bead.forget", "kg.node.remove", "user.forget"})
 
 
 def receive(t: "LogTxn", op: dict, *, max_skew_ms: int, now_ms: int | None = None,
@@ -215,7 +215,7 @@ def receive(t: "LogTxn", op: dict, *, max_skew_ms: int, now_ms: int | None = Non
             t.txn.put(b"ma\0" + p["id"].encode(), op["id"].encode(), db=t.db["sync"])
         elif kind == "memory.forget":
             forget_memory_in_log(t, p["id"], hk)
-        elif kind == "kg.node.forget":
+        elif kind == "kg.node.remove":
             forget_nodes_in_log(t, {p["id"]}, hk)
         elif kind == "bead.forget":
             blob = forget_bead_in_log(t, p["id"], hk)
@@ -295,8 +295,9 @@ def forget_bead_in_log(t: "LogTxn", bead_id: str, hk: str) -> str | None:
 
 
 def forget_nodes_in_log(t: "LogTxn", node_ids: set[str], hk: str) -> None:
-    """``kg.node.forget`` ops: the nodes' adds are redacted (their names leave the log), and
-    their edges and mentions stamped before ``hk`` (arriving now or later) are redacted."""
+    """``kg.node.remove`` (bm kg rm, or a node a forget left unnamed): the nodes' adds are
+    redacted (their names leave the log), and so are their edges and mentions stamped
+    before ``hk``, here now or arriving later (remove wins)."""
     from .memory import _redacted
 
     for node in node_ids:

@@ -478,7 +478,12 @@ def test_forgetting_a_fact_removes_its_edge_and_links(mem):
     c = mem.sql.conn
     assert c.execute("SELECT count(*) FROM kg_edges").fetchone()[0] == 0
     assert c.execute("SELECT count(*) FROM kg_mentions").fetchone()[0] == 0
-    assert mem._count("kg_nodes") == 2  # the nodes stay (they may serve other facts)
+    # the nodes only this fact named go with it (their names are the forgotten words);
+    # a node another fact still names stays
+    assert mem._count("kg_nodes") == 0
+    other = mem.add_fact({**ANN_LISBON, "predicate": "works_in"}, user="ann")["id"]
+    mem.forget(mem.add_fact(ANN_LISBON, user="ann")["id"])
+    assert mem._count("kg_nodes") == 2 and mem.get(other)
 
 
 def test_a_late_link_or_mention_of_a_forgotten_memory_is_not_created(mem):

@@ -72,7 +72,6 @@ def material(tmp_path_factory: pytest.TempPathFactory) -> dict:
     # the forgetting kinds, by hand (made by the API they would take the data away with them)
     ops["memory.forget"] = {"id": memory_id}
     ops["bead.forget"] = {"id": ops["bead.add"]["bead"]["id"]}
-    ops["kg.node.forget"] = {"id": node_id}
     ops["kg.node.remove"] = {"id": node_id, "user": "ann", "ts": ts}
     ops["kg.node.merge"] = {"id": node_id, "into": ops["kg.edge"]["dst"], "user": "ann", "ts": ts}
     ops["user.forget"] = {"user": "zed"}
@@ -126,7 +125,7 @@ def _stream(material: dict, first_seq: int = 1) -> tuple[list[dict], dict]:
     """A peer's op stream: the valid ops, then every mutation of every op, then forgets and a
     sentinel memory; returns (ops, {"sentinel": id, "bad": [(op id, kind, what)]})."""
     valid = material["ops"]
-    forgets = ("memory.forget", "bead.forget", "kg.node.forget", "kg.node.remove", "kg.node.merge", "user.forget")
+    forgets = ("memory.forget", "bead.forget", "kg.node.remove", "kg.node.merge", "user.forget")
     entries = [(kind, p, None) for kind, p in valid.items() if kind not in forgets]
     for kind, p in valid.items():
         entries += [(kind, bad, what) for what, bad in _mutations(p)]
