@@ -126,7 +126,10 @@ def beads_rm(
     """Forget turns: each bead goes, with every memory made from it (its raw-turn memory,
     facts extracted from it), from recall, context, export and the store's files.
 
-    bm beads rm b_01h... --yes
+    \b
+    Example:
+      bm beads tail -u ann              # find the turn's id
+      bm beads rm b_01h... --yes
     """
     with open_store() as mem:
         beads = [mem.get_bead(b) for b in dict.fromkeys(bead_ids)]

@@ -7,7 +7,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .common import (AgentOpt, JsonlOpt, JsonOpt, TsOpt, TypeOpt, UserOpt, by, confirm, date_option,
+from .common import (AgentOpt, JsonlOpt, JsonOpt, TsOpt, TypeOpt, UserOpt, by, confirm, date_option, name_check,
                      note_unknown_user, open_input, open_store, option, read_text_arg, store_for_writing)
 from .output import emit, explain_table, info, kv_table, memories_table, wants_json
 
@@ -222,15 +222,22 @@ def _recall_batch(path: str, user: Optional[str], agent: Optional[str], **defaul
 def forget(
     memory_id: Annotated[Optional[str], typer.Argument(help="The id of a memory (m_...) or of a turn (b_...).")] = None,
     match: Annotated[Optional[str], typer.Option("--match", help="Forget the user's memories and turns containing every word of this text.")] = None,
-    user: Annotated[Optional[str], typer.Option("--user", "-u", help="Whose memories --match looks in (default: the configured user).")] = None,
-    wipe_user: Annotated[Optional[str], typer.Option("--wipe-user", help="Forget everything of this user: memories, turns, graph, blocks, files.")] = None,
+    user: Annotated[Optional[str], option("--user", "-u", help="Whose memories --match looks in (default: the configured user).",
+                                          check=name_check("user"))] = None,
+    wipe_user: Annotated[Optional[str], option("--wipe-user", help="Forget everything of this user: memories, turns, graph, blocks, files.",
+                                               check=name_check("user"))] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Forget memories and the turns they came from: gone from recall, context, beads,
     export and the store's files; the log keeps only a tombstone.
 
-    bm forget m_01h...   |   bm forget --match "locker code" -u ann --yes   |   bm forget --wipe-user ann --yes
+    \b
+    Examples:
+      bm forget m_01h...                               # a memory and the turns it came from
+      bm forget b_01h... --yes                         # a turn and what was made from it
+      bm forget --match "locker code" -u ann --yes     # ann's memories and turns with both words
+      bm forget --wipe-user ann --yes                  # everything of ann
     """
     from brandmind.errors import UsageError
 

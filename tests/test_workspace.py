@@ -358,7 +358,7 @@ def test_forget_user_removes_the_workspace_and_its_index(bm, store):
     bm("fs", "write", "/notes/kyoto.md", NOTE, "--user", "ann")
     bm("fs", "write", "/drafts/d.md", "draft", "--user", "ann")
     bm("fs", "write", "/notes/bo.md", "Bo likes jazz.", "--user", "bob")
-    res = bm("forget", "--user", "ann", "--yes")
+    res = bm("forget", "--wipe-user", "ann", "--yes")
     assert res.code == 0, res
     assert res.json()["forgotten"]["files"] == 2
     assert not root(store, "ann").exists()
