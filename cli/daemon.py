@@ -34,7 +34,13 @@ def run(
     detached: Annotated[bool, typer.Option("--detached", hidden=True,
                                            help="Log to the file only (used by `bm daemon start`).")] = False,
 ) -> None:
-    """Run the daemon in the foreground until Ctrl-C / SIGTERM (which let the current step finish)."""
+    """Run the daemon in the foreground until Ctrl-C / SIGTERM (which let the current step finish).
+
+    \b
+    Examples:
+      bm daemon run                        # logs to stderr too
+      BM_HOME=~/work-store bm daemon run   # another store's daemon
+    """
     from brandmind.sync import daemon
 
     code = daemon.run(to_stderr=not detached)
@@ -44,7 +50,12 @@ def run(
 
 @daemon_app.command()
 def start(as_json: JsonOpt = False) -> None:
-    """Start the daemon in the background; returns once it runs."""
+    """Start the daemon in the background; returns once it runs.
+
+    \b
+    Examples:
+      bm daemon start && bm daemon status
+    """
     from brandmind.sync import daemon
 
     out = daemon.start()
@@ -56,7 +67,12 @@ def start(as_json: JsonOpt = False) -> None:
 
 @daemon_app.command()
 def stop(as_json: JsonOpt = False) -> None:
-    """Stop the daemon (SIGTERM; it finishes its current step) and wait until it has exited."""
+    """Stop the daemon (SIGTERM; it finishes its current step) and wait until it has exited.
+
+    \b
+    Examples:
+      bm daemon stop
+    """
     from brandmind.sync import daemon
 
     out = daemon.stop()
@@ -70,7 +86,13 @@ def stop(as_json: JsonOpt = False) -> None:
 
 @daemon_app.command()
 def status(as_json: JsonOpt = False) -> None:
-    """Is the daemon running; its pid, uptime, last push and pull, last error, next tick (JSON when piped)."""
+    """Is the daemon running; its pid, uptime, last push and pull, last error, next tick (JSON when piped).
+
+    \b
+    Examples:
+      bm daemon status
+      bm daemon status --json | jq .running
+    """
     from brandmind.sync import daemon
 
     st = daemon.state()
@@ -125,7 +147,14 @@ def install(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file with other settings.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write a systemd user unit (or launchd agent) that runs `bm daemon run`, BM_HOME baked in when set."""
+    """Write a systemd user unit (or launchd agent) that runs `bm daemon run`, BM_HOME baked in when set.
+
+    \b
+    Examples:
+      bm daemon install --print                # see the unit first
+      bm daemon install                        # then run the commands it prints
+      BM_HOME=~/work-store bm daemon install --name bm-work   # a second store
+    """
     from brandmind.sync import service
 
     kind = _kind(systemd)
@@ -146,7 +175,13 @@ def uninstall(
     name: NameOpt = "bm-daemon",
     as_json: JsonOpt = False,
 ) -> None:
-    """Remove the unit / plist written by `bm daemon install`."""
+    """Remove the unit / plist written by `bm daemon install`.
+
+    \b
+    Examples:
+      bm daemon uninstall
+      bm daemon uninstall --name bm-work
+    """
     from brandmind.sync import service
 
     out = service.uninstall(_kind(systemd), name=name)

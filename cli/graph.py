@@ -25,7 +25,10 @@ def kg_node(
     A name that exists (case, spaces and a leading "the" aside) gives the existing node
     ("created": false), not a twin.  JSON when piped: {"id", "name", "type", "user", "created"}.
 
-    bm kg node Lisbon --type place -u ann
+    \b
+    Examples:
+      bm kg node Lisbon --type place -u ann
+      bm kg node Ann -t person -l family -u ann    # -l: a label (repeatable)
     """
     with open_store() as mem:
         node = mem.kg_add_node(name, type=type, user=user, labels=label or [])
@@ -43,7 +46,7 @@ def kg_link(
     src: Annotated[str, typer.Argument(help="Source node id or name.")],
     predicate: Annotated[str, typer.Argument(help="e.g. lives_in, works_at, uses; `mentions` links a node to a memory id.")],
     dst: Annotated[str, typer.Argument(help="Target node id or name (or a memory id with `mentions`). A name no node has is created.")],
-    weight: Annotated[float, typer.Option("--weight", "-w")] = 1.0,
+    weight: Annotated[float, typer.Option("--weight", "-w", help="Strength of the link, 0 to 1 (recall's graph signal scales by it).")] = 1.0,
     evidence: Annotated[Optional[List[str]], typer.Option("--evidence", "-e", help="Memory or bead id (repeatable).")] = None,
     user: UserOpt = None,
     as_json: JsonOpt = False,
@@ -53,7 +56,11 @@ def kg_link(
     Names are matched case-insensitively; the predicate is normalised ("lives in" is
     lives_in).  JSON when piped: the edge, with "created" listing the nodes it made.
 
-    bm kg link Ann lives_in Lisbon -u ann
+    \b
+    Examples:
+      bm kg link Ann lives_in Lisbon -u ann        # makes Ann / Lisbon if new
+      bm kg link Ann works_at Acme -w 0.6 -e m_01m8... -u ann
+      bm kg link Ann mentions m_01m8... -u ann     # node -> memory
     """
     with open_store() as mem:
         edge = mem.kg_link(src, dst, predicate, weight=weight, evidence=evidence or [], user=user)
@@ -75,7 +82,10 @@ def kg_list(
 ) -> None:
     """The user's graph nodes by name, with how many edges and mentions each has.
 
-    bm kg list -u ann --type person
+    \b
+    Examples:
+      bm kg list -u ann --type person
+      bm kg list -u ann --name lis --limit 20      # names containing "lis"
     """
     from brandmind import graph
     from brandmind.errors import UsageError
@@ -110,7 +120,10 @@ def kg_rm(
     An op in the log: it syncs, and `bm rebuild` replays it.  Forget the facts
     themselves with `bm forget`.
 
-    bm kg rm "Lisbn" -u ann
+    \b
+    Examples:
+      bm kg rm Lisbn -u ann                        # a misspelt node, by name
+      bm kg rm n_01m8... -u ann                    # or by id
     """
     from brandmind import graph
 
@@ -136,7 +149,9 @@ def kg_merge(
     An op in the log: it syncs, and `bm rebuild` replays it; edges of FROM that
     arrive later from another device land on INTO.
 
-    bm kg merge "Lisboa" Lisbon -u ann
+    \b
+    Examples:
+      bm kg merge Lisboa Lisbon -u ann             # Lisboa's edges move to Lisbon
     """
     from brandmind import graph
 
@@ -153,7 +168,13 @@ def kg_merge(
 @kg_app.command("show")
 def kg_show(ref: Annotated[str, typer.Argument(help="Node id or name.")], user: UserOpt = None,
             as_json: JsonOpt = False) -> None:
-    """A node with its edges and linked memories."""
+    """A node with its edges and linked memories.
+
+    \b
+    Examples:
+      bm kg show Ann -u ann
+      bm kg show n_01m8... --json | jq '.edges[].predicate'   # by id
+    """
     with open_store() as mem:
         node = mem.kg_node(ref, user=user)
     emit(node, as_json=as_json, jsonl=False, table=lambda n: kv_table(n, title=f"{n['name']} ({n['type']})"))
@@ -169,7 +190,11 @@ def kg_neighbors(
 ) -> None:
     """What is within RADIUS hops of a node or memory: graph edges, typed links and mentions.
 
-    bm kg neighbors Ann --radius 2 --json
+    \b
+    Examples:
+      bm kg neighbors Ann -u ann
+      bm kg neighbors Ann --radius 2 -u ann --json | jq '.nodes[].id'
+      bm kg neighbors m_01m8... -r 2 --include-retired   # around a memory
     """
     from brandmind.errors import UsageError
 

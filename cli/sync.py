@@ -55,10 +55,15 @@ def remote_add_s3(
     replace: Annotated[bool, typer.Option("--replace", help="Overwrite a remote of the same name.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Add an S3 remote: bm remote add s3 --bucket my-bucket [--prefix bm] [--endpoint-url URL].
+    """Add an S3 remote (or one on any S3-compatible server) for the op log.
 
     Credentials come from the usual boto3 chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, --profile,
     SSO, an instance role); nothing secret is written by this command.
+
+    \b
+    Examples:
+      bm remote add s3 --bucket my-bucket --prefix bm/home      # named origin
+      bm remote add s3 lan -b bm --endpoint-url http://127.0.0.1:8333  # MinIO
     """
     from brandmind.sync.config import add_remote, make_s3
 
@@ -95,11 +100,16 @@ def remote_add_zep(
     replace: ReplaceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Mirror the graph to Zep (the zep-cloud v4 API): bm remote add zep --api-key-env ZEP_API_KEY.
+    """Mirror the graph to Zep (the zep-cloud v4 API).
 
     Facts and graph edges become Zep graph edges, turns thread messages; retired and forgotten
     facts are deleted there; facts Zep makes come back on `bm sync now`. The key is read from the
     variable at use time and never stored.
+
+    \b
+    Examples:
+      bm remote add zep --api-key-env ZEP_API_KEY
+      bm remote add zep --assist --timeout-ms 500    # also asked by bm recall
     """
     from brandmind.sync.config import add_remote, make_zep
 
@@ -122,9 +132,13 @@ def remote_add_graphiti(
     as_json: JsonOpt = False,
 ) -> None:
     """Mirror the graph to a self-hosted Graphiti on FalkorDB (no LLM: bm sends its own vectors).
-
-    bm remote add graphiti --host 127.0.0.1 --port 6379 [--password-env FALKORDB_PASSWORD].
     Needs `pip install 'brandmind[graphiti]'`.
+
+    \b
+    Examples:
+      bm remote add graphiti --host 127.0.0.1 --port 6379
+      bm remote add graphiti --password-env FALKORDB_PASSWORD --assist
+      bm remote add graphiti work --database bm_work   # another store's graphs
     """
     from brandmind.sync.config import add_remote, make_graphiti
 
@@ -136,7 +150,13 @@ def remote_add_graphiti(
 
 @remote_app.command("list")
 def remote_list(as_json: JsonOpt = False) -> None:
-    """The remotes of this store."""
+    """The remotes of this store.
+
+    \b
+    Examples:
+      bm remote list
+      bm remote list --json | jq -r '.[].name'
+    """
     from brandmind.sync.config import load_remotes
 
     items = [r.public() for r in load_remotes(_data_dir()).values()]
@@ -159,7 +179,12 @@ def remote_list(as_json: JsonOpt = False) -> None:
 
 @remote_app.command("remove")
 def remote_remove(name: Annotated[str, typer.Argument(help="The remote to remove.")], as_json: JsonOpt = False) -> None:
-    """Forget a remote (nothing in the bucket is deleted)."""
+    """Forget a remote (nothing in the bucket is deleted).
+
+    \b
+    Examples:
+      bm remote remove origin
+    """
     from brandmind.sync.config import remove_remote
 
     gone = remove_remote(_data_dir(), name)
@@ -176,7 +201,13 @@ def remote_test(
 ) -> None:
     """Check a remote with one harmless round trip and report its latency. S3: write, read and
     delete an encrypted probe object and check the conditional writes sync needs (If-None-Match,
-    If-Match); Zep / Graphiti: one read-only request."""
+    If-Match); Zep / Graphiti: one read-only request.
+
+    \b
+    Examples:
+      bm remote test            # the only remote, or origin
+      bm remote test graph
+    """
     from brandmind.errors import BMError
     from brandmind.sync.config import get_remote
     from brandmind.sync.remotes import probe
@@ -224,7 +255,14 @@ def sync_now(
     bootstrap: Annotated[bool, typer.Option("--bootstrap", help="Start from the newest snapshot on the remote instead of replaying every op (automatic when this store is empty).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Push this device's new ops and pull the others' (once, without the daemon)."""
+    """Push this device's new ops and pull the others' (once, without the daemon).
+
+    \b
+    Examples:
+      bm sync now                          # every remote
+      bm sync now -r origin --no-pull      # only send this device's ops
+      bm sync now --bootstrap              # start from the newest snapshot
+    """
     from brandmind.errors import BMError
     from brandmind.sync import snapshot
     from brandmind.sync.engine import sync_once
@@ -273,7 +311,12 @@ def _empty(mem: Any) -> bool:
 def sync_snapshot(remote: RemoteOpt = None, as_json: JsonOpt = False) -> None:
     """Upload a snapshot of this store's state (encrypted), so a new device starts from it
     (`bm sync now` on an empty store) instead of replaying every op.  Sync first: the
-    snapshot holds what this device has."""
+    snapshot holds what this device has.
+
+    \b
+    Examples:
+      bm sync now && bm sync snapshot -r origin
+    """
     from brandmind.sync import snapshot
 
     with open_store() as mem:
@@ -289,7 +332,13 @@ def sync_snapshot(remote: RemoteOpt = None, as_json: JsonOpt = False) -> None:
 def sync_status_cmd(remote: RemoteOpt = None, as_json: JsonOpt = False) -> None:
     """Pending ops per remote, the version vector, the last success and the last error
     (from this device's records and the daemon's, without contacting the remotes unless
-    --remote is given)."""
+    --remote is given).
+
+    \b
+    Examples:
+      bm sync status
+      bm sync status -r origin --json | jq .remotes    # asks origin too
+    """
     from brandmind.sync.engine import sync_status
 
     with open_store(check_model=False) as mem:
@@ -352,7 +401,12 @@ def sync_accept(
 
     This device's clock (HLC) then moves past them: its own next ops are stamped as far ahead,
     and other devices hold those in turn. Prefer fixing the clock of the device that wrote
-    them. Example: bm sync accept --replica r_01hx...
+    them.
+
+    \b
+    Examples:
+      bm sync accept                       # every replica's held ops
+      bm sync accept --replica r_01m8...   # one replica's (ids in bm sync status)
     """
     from brandmind.clock import span
     from brandmind.errors import NotFound
@@ -384,7 +438,12 @@ def sync_accept(
 # -- bm sync key ----------------------------------------------------------------------------------------
 @key_app.command("show")
 def key_show(as_json: JsonOpt = False) -> None:
-    """The key id and fingerprint of this store's sync key (made on first use; never the key itself)."""
+    """The key id and fingerprint of this store's sync key (made on first use; never the key itself).
+
+    \b
+    Examples:
+      bm sync key show      # compare the fingerprint on each device
+    """
     from brandmind.sync.crypto import Keyring
 
     ring = Keyring(_data_dir())
@@ -399,7 +458,14 @@ def key_show(as_json: JsonOpt = False) -> None:
 def key_export(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (mode 0600); default stdout.")] = None,
 ) -> None:
-    """Print this store's sync key (to add a device: `bm sync key import FILE` there)."""
+    """Print this store's sync key (to add a device: `bm sync key import FILE` there).
+    The key itself, as text, piped or not (it is what `import` reads).
+
+    \b
+    Examples:
+      bm sync key export -o bm.key     # mode 0600; copy it to the new device
+      ssh laptop bm sync key export | bm sync key import -
+    """
     import os
 
     from brandmind.errors import InvalidInput
@@ -428,7 +494,13 @@ def key_import(
     as_json: JsonOpt = False,
 ) -> None:
     """Use the sync key of the other devices of this store (it becomes the active key;
-    keys this store had stay, so what they wrote stays readable)."""
+    keys this store had stay, so what they wrote stays readable).
+
+    \b
+    Examples:
+      bm sync key import bm.key        # from `bm sync key export -o bm.key`
+      ssh laptop bm sync key export | bm sync key import -
+    """
     from brandmind.errors import NotFound
     from brandmind.sync.crypto import Keyring
 
