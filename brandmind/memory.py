@@ -566,16 +566,10 @@ class Memory:
 
     # -- forgetting -----------------------------------------------------------
     def forget(self, memory_id: str) -> dict:
-        """Forget a memory and the turns it came from (see :meth:`forget_many`)."""
+        """Forget a memory and the turns it came from (see :meth:`_forget_ids`)."""
         item = self.get(memory_id)
         self._forget_ids([memory_id])
         return item
-
-    def forget_bead(self, bead_id: str) -> dict:
-        """Forget one turn (bead) and every memory made from it; returns the bead."""
-        bead = self.get_bead(bead_id)
-        self._forget_ids([], [bead_id])
-        return bead
 
     def _forget_ids(self, ids: list[str], bead_ids: Iterable[str] = ()) -> dict:
         """Forget memories and beads, and what they came from or gave: the turns a
@@ -583,7 +577,8 @@ class Memory:
         a forgotten turn (its raw-turn memory, facts extracted from it).  One op each
         (``memory.forget``, ``bead.forget``), so every replica forgets the same set; the
         adds are redacted in the log, the text scrubbed from the files (oplog.scrub, SQLite
-        secure_delete and a WAL truncate).  Returns ``{"memories", "beads"}`` forgotten."""
+        secure_delete and a WAL truncate); graph nodes only the forgotten facts named go
+        too (``kg.node.remove``).  Returns ``{"memories", "beads", "nodes"}`` forgotten."""
         ids = list(dict.fromkeys(ids))
         beads = list(dict.fromkeys(bead_ids))
         for row in self._memory_rows(ids):
@@ -783,9 +778,10 @@ class Memory:
         """Store each JSONL message as a bead plus a raw-turn memory indexed for recall.
 
         Messages provably seen before (by id, else by an explicit ts with thread, role,
-        speaker and content) are not stored again; a message with neither is always new.  A bad line stops the ingest with its line number, after committing the
-        lines before it (``skip_bad`` reports it and goes on).  Every batch is one
-        op-log transaction and one SQLite transaction: nothing is ever half-stored.
+        speaker and content) are not stored again; a message with neither is always new.
+        A bad line stops the ingest with its line number, after committing the lines before
+        it (``skip_bad`` reports it and goes on).  Every batch is one op-log transaction and
+        one SQLite transaction: nothing is ever half-stored.
 
         ``extract``: once the messages are stored, extract atomic facts from them (config
         ``extractor``) and store those with reconciliation; the report gains ``facts``

@@ -42,6 +42,18 @@ def falkor_binaries() -> tuple[str, str] | None:
     return server, module
 
 
+def _graphiti_missing() -> bool:
+    import importlib.util
+
+    return any(importlib.util.find_spec(m) is None for m in ("graphiti_core", "falkordb"))
+
+
+# the marks of a Graphiti test module: a real FalkorDB and graphiti-core[falkordb] installed
+GRAPHITI_MARKS = [pytest.mark.skipif(falkor_binaries() is None, reason=SKIP_REASON),
+                  pytest.mark.skipif(_graphiti_missing(), reason="graphiti-core[falkordb] is not installed "
+                                                              "(pip install 'brandmind[graphiti]')")]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

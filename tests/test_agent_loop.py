@@ -1,17 +1,14 @@
-"""The live agent loop: every turn is kept, and a forgotten turn is gone everywhere.
+"""The live agent loop: every turn is kept, and the context block holds what was true then
+and what matters most.
 
 An agent asks `bm context` for each turn and hands the turn back with `bm ingest`; these
-tests drive that loop through the CLI and then look for the forgotten words in every output
-and in the raw files of the store.
+tests drive that loop through the CLI (forgetting: tests/test_forget_everywhere.py).
 """
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import pytest
-
-from conftest import assert_error, open_memory, run_bm
+from conftest import open_memory, run_bm
 
 
 def turn(bm, role: str, content: str, user: str = "f", **extra) -> dict:
@@ -119,9 +116,7 @@ def test_a_tight_budget_shows_the_best_memory_cut_not_a_thanks(bm, store):
 
 
 def test_an_empty_block_says_why_on_stderr(store):
-    from conftest import run_bm as run
-
-    assert run("remember", LOCKER, "-u", "ann").code == 0
-    res = run("context", "locker", "-u", "ann", "--budget", "3")
+    assert run_bm("remember", LOCKER, "-u", "ann").code == 0
+    res = run_bm("context", "locker", "-u", "ann", "--budget", "3")
     assert res.code == 0 and res.out == ""
     assert "nothing fits in --budget 3" in res.err and "Traceback" not in res.err

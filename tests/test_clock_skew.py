@@ -37,7 +37,6 @@ from brandmind.exchange import export_lines  # noqa: E402
 from brandmind.memory import Memory  # noqa: E402
 from brandmind.oplog import loads  # noqa: E402
 from brandmind.projection import hlc_key  # noqa: E402
-from brandmind.sync.engine import sync_once  # noqa: E402
 
 WINDOW = 300_000  # sync_max_skew_ms (the default)
 HOUR = 3_600_000
@@ -71,20 +70,7 @@ class SkewSim(Sim):
 
     def settle(self) -> None:
         """Sync everyone (no faults) until nothing moves: logs and held ops stay the same."""
-        self.remote.faults = self.own_only.faults = None
-        self.t += 1000
-        last = None
-        for _ in range(12):
-            for i in range(len(self.mems)):
-                with self.on(i) as mem:
-                    for remote in (self.remote, self.own_only):
-                        report = sync_once(mem, remote)
-                        assert not report["errors"], report  # a healthy device keeps syncing
-            state = [(m.log.version_vector(), sorted(_held_ids(m))) for m in self.mems]
-            if state == last:
-                return
-            last = state
-        raise AssertionError(f"no quiescence: {last}")
+        self.quiesce(lambda m: (m.log.version_vector(), sorted(_held_ids(m))), same=False)
 
     def bad_ops(self) -> list[dict]:
         prefix = self.mems[self.bad].log.replica + ":"

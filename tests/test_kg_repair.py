@@ -5,7 +5,6 @@ them to another store, including edges that another device made before it saw th
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import tempfile
 from pathlib import Path

@@ -3,10 +3,8 @@ of a deleted or overwritten value is left anywhere in data.mdb (free pages, page
 overflow tails); a reader holding an old snapshot in another process defers it."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import lmdb
 from hypothesis import HealthCheck, given, settings, strategies as st

@@ -28,18 +28,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import BM_CMD, run_bm  # noqa: E402
-from falkor import SKIP_REASON, falkor_binaries, falkordb  # noqa: E402,F401  (falkordb: the fixture)
+from falkor import GRAPHITI_MARKS, falkordb  # noqa: E402,F401  (falkordb: the fixture)
 
 
-def _graphiti_missing() -> bool:
-    import importlib.util
-
-    return any(importlib.util.find_spec(m) is None for m in ("graphiti_core", "falkordb"))
-
-
-pytestmark = [pytest.mark.skipif(falkor_binaries() is None, reason=SKIP_REASON),
-              pytest.mark.skipif(_graphiti_missing(), reason="graphiti-core[falkordb] is not installed "
-                                                          "(pip install 'brandmind[graphiti]')")]
+pytestmark = GRAPHITI_MARKS
 
 PW_ENV = "BM_TEST_FALKOR_PW"
 T0 = "2025-03-01T09:00:00.000Z"
