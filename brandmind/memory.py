@@ -152,7 +152,9 @@ class Memory:
 
     def receive_ops(self, ops: Iterable[dict], *, now_ms: int | None = None, apply: bool = True) -> dict:
         """Store ops pulled from another replica (sync) and apply them: ``{"received",
-        "duplicates"}``.  Raises ClockSkew / SyncConflict (nothing of the batch is stored).
+        "duplicates", ...}``.  Ops stamped too far ahead of this device's clock are held
+        back, not applied (brandmind/replication.py); SyncConflict: nothing of the batch is
+        stored.
         ``apply=False`` leaves applying to SQLite to a later catch-up (another process's,
         or this one's next).  See brandmind/replication.py."""
         from .replication import receive_batch

@@ -345,7 +345,9 @@ def sync_status(mem: Any, remote: Any | None = None) -> dict:
                 last_error = {"at": _iso_now(), **_error("heads", exc)}
         pending = {r: n - heads.get(r, 0) for r, n in sorted(vv.items())
                    if (r == own or accepts) and n > heads.get(r, 0)}
-        incoming = {r: h - vv.get(r, 0) for r, h in sorted(heads.items()) if h > vv.get(r, 0)}
+        # what a pull would bring: past this device's head and past the ops it holds back
+        have = {r: held_top(mem.log, r, vv.get(r, 0)) for r in heads}
+        incoming = {r: h - have[r] for r, h in sorted(heads.items()) if h > have[r]}
         remotes[name] = {"pending": pending, "pending_total": sum(pending.values()), "incoming": incoming,
                          "remote_heads": dict(sorted(heads.items())), "watermarks": st.get("watermarks", {}),
                          "last_success": st.get("last_success"), "last_error": last_error,

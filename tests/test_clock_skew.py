@@ -337,9 +337,11 @@ def test_a_device_an_hour_ahead_does_not_block_the_healthy_one(sw, tmp_path):
     good.ok("remember", "Ann likes green tea", "-u", "ann")
     res = good.ok("sync", "now")
     assert res.json()["ok"] and "held" in res.err and "bm sync accept" in res.err
-    [held] = good.ok("sync", "status").json()["held"]
+    status = good.ok("sync", "status").json()
+    [held] = status["held"]
     bad_replica = bad.ok("sync", "status").json()["replica"]
     assert held["replica"] == bad_replica and held["ops"] == 1
+    assert bad_replica not in status["remotes"]["origin"]["incoming"]  # held, not still to pull
     assert HOUR - 20_000 < held["ahead_ms"] <= HOUR
     texts = [m["text"] for m in good.ok("memories", "list", "-u", "bob").json()]
     assert texts == []  # not applied
