@@ -56,6 +56,23 @@ CLOCK_HINT = ("fix this device's system clock (e.g. `sudo timedatectl set-ntp tr
               "nothing is lost: its ops stay in the local log until then")
 
 
+def skewed_by(mark: dict | None, now_ms: int | None = None) -> int | None:
+    """How far this device's clock is still off, by a sync round's mark ``{"offset_ms",
+    "wall_ms", "mono_ms"}`` (its clock minus the server's, and its own wall clock and
+    monotonic clock then): None once the wall clock has been set since (it no longer moves
+    with the monotonic clock, which no clock change touches) or the machine restarted."""
+    if not mark:
+        return None
+    now = now_ms if now_ms is not None else now_millis()
+    elapsed = time.monotonic() * 1000 - mark["mono_ms"]
+    if elapsed < 0 or abs(now - (mark["wall_ms"] + elapsed)) > SKEW_TOLERANCE_MS:
+        return None
+    return int(mark["offset_ms"])
+
+
+SKEW_TOLERANCE_MS = 60_000  # a wall-clock step larger than this since the mark: the clock was set
+
+
 def span(ms: int | float) -> str:
     """A duration for people: ``850 ms``, ``42 s``, ``1h02m``, ``3d04h``, ``10.0 years``."""
     ms = abs(int(ms))

@@ -39,6 +39,7 @@ from .errors import StoreCorrupt, StoreMissing
 
 SCHEMA = 1
 _DBS = ("meta", "ops", "order", "beads", "bead_time", "bead_keys", "vcache", "sync")
+CLOCK_MARK = b"clock_skew"  # meta: a sync round found this clock off (OpLog.mark_clock)
 _MAP_SIZE = 1 << 35  # 32 GiB of address space; the file grows only as data is written
 
 
@@ -198,6 +199,20 @@ class OpLog:
         if t.dead_blobs:
             self.drop_blobs(t.dead_blobs)
 
+    def mark_clock(self, offset_ms: int | None) -> None:
+        """Record what a sync round found of this device's clock against the server's
+        (``offset_ms`` beyond the window; None: within it, the mark goes)."""
+        import time as _time
+
+        from .clock import now_millis
+
+        with self.env.begin(write=True) as txn:
+            if offset_ms is None:
+                txn.delete(CLOCK_MARK, db=self.db["meta"])
+            else:
+                mark = {"offset_ms": int(offset_ms), "wall_ms": now_millis(), "mono_ms": _time.monotonic() * 1000}
+                txn.put(CLOCK_MARK, dumps(mark), db=self.db["meta"])
+
     def drop_blobs(self, digests: Iterable[str]) -> None:
         """Delete the blob files of forgotten beads that no bead here holds any more."""
         doomed = set(digests)
@@ -349,6 +364,21 @@ class LogTxn:
     def _meta_int(self, key: bytes) -> int:
         return int.from_bytes(self.txn.get(key, db=self.db["meta"]), "big")
 
+    def _refuse_while_skewed(self) -> None:
+        """ClockSkew while the last sync round found this device's clock off by more than the
+        window and it has not been set since (clock.skewed_by): an op stamped now would be
+        refused, or win every last-writer-wins register, on the other devices."""
+        from .clock import CLOCK_HINT, skewed_by, span
+        from .errors import ClockSkew
+
+        raw = self.txn.get(CLOCK_MARK, db=self.db["meta"])
+        offset = skewed_by(loads(raw)) if raw else None
+        if offset is not None:
+            side = "ahead of" if offset > 0 else "behind"
+            raise ClockSkew(f"this device's clock is {span(offset)} {side} the sync server's, so bm "
+                            "stamps no new changes until it is set right (nothing was stored)",
+                            hint=CLOCK_HINT)
+
     def append(self, kind: str, payload: dict, *, now_ms: int | None = None) -> dict:
         """Append an op of this replica; returns it (with its id and HLC).  The payload is
         checked first (brandmind/opcheck.py): InvalidInput, and nothing of it is stored."""
@@ -356,6 +386,8 @@ class LogTxn:
 
         check(kind, payload)
         meta = self.db["meta"]
+        if now_ms is None:
+            self._refuse_while_skewed()
         replica = self.log.replica
         seq = self._meta_int(b"next_seq")
         raw = self.txn.get(b"hlc", db=meta)

@@ -234,6 +234,8 @@ def _clock_check(mem: Any, remote: Any, report: dict) -> int | None:
         return None
     window = int(mem.config.sync_max_skew_ms)
     info = report["clock"] = {"offset_ms": int(offset), "window_ms": window}
+    # local writes refuse to stamp while the clock stays this far off (LogTxn.append)
+    mem.log.mark_clock(int(offset) if abs(offset) > window else None)
     if abs(offset) <= window:
         return None
     if offset > 0:

@@ -301,6 +301,22 @@ class Device:
         return res
 
 
+def test_a_clock_mark_holds_until_the_wall_clock_is_set(monkeypatch):
+    """clock.skewed_by: the mark stands while the wall clock moves with the monotonic one,
+    and lapses when the wall clock steps (it was set) or the machine restarted."""
+    from brandmind import clock
+
+    mono = [1_000_000.0]  # seconds
+    monkeypatch.setattr(clock.time, "monotonic", lambda: mono[0])
+    mark = {"offset_ms": HOUR, "wall_ms": 5_000_000, "mono_ms": mono[0] * 1000}
+    mono[0] += 600  # ten minutes later, wall clock untouched
+    assert clock.skewed_by(mark, now_ms=5_000_000 + 600_000) == HOUR
+    assert clock.skewed_by(mark, now_ms=5_000_000 + 600_000 - HOUR) is None  # set back an hour
+    mono[0] = 5.0  # restarted: the monotonic clock began again
+    assert clock.skewed_by(mark, now_ms=5_000_000 + 600_000) is None
+    assert clock.skewed_by(None) is None
+
+
 def _devices(sw, root: Path, bucket: str, n: int = 2) -> list[Device]:
     devs = [Device(root / f"dev{i}", sw) for i in range(n)]
     for dev in devs:
@@ -331,8 +347,15 @@ def test_a_device_an_hour_ahead_does_not_block_the_healthy_one(sw, tmp_path):
     status = bad.ok("sync", "status").json()
     assert status["remotes"]["origin"]["pending_total"] == 1
     assert "ahead of the S3 server" in status["remotes"]["origin"]["last_error"]["message"]
+    # now that it knows, it stamps nothing new while its clock stays wrong: one clear error
+    line = assert_error(bad.run("remember", "Bob likes jazz", "-u", "bob", shift=HOUR), 1,
+                        "ahead of the sync server's", "nothing was stored", "timedatectl")
+    assert "jazz" not in bad.ok("export").out
 
-    # its clock is fixed: the ops stamped while it was wrong go out; the healthy device holds them
+    # its clock is fixed (bm sees the wall clock stepped): it writes again at once, though its
+    # HLC, which never goes back, stamps this op after the one made while it was wrong; both
+    # go out, and the healthy device holds them until their time (or `bm sync accept`)
+    bad.ok("remember", "Bob likes jazz", "-u", "bob")
     bad.ok("sync", "now")
     good.ok("remember", "Ann likes green tea", "-u", "ann")
     res = good.ok("sync", "now")
@@ -340,7 +363,7 @@ def test_a_device_an_hour_ahead_does_not_block_the_healthy_one(sw, tmp_path):
     status = good.ok("sync", "status").json()
     [held] = status["held"]
     bad_replica = bad.ok("sync", "status").json()["replica"]
-    assert held["replica"] == bad_replica and held["ops"] == 1
+    assert held["replica"] == bad_replica and held["ops"] == 2
     assert bad_replica not in status["remotes"]["origin"]["incoming"]  # held, not still to pull
     assert HOUR - 20_000 < held["ahead_ms"] <= HOUR
     texts = [m["text"] for m in good.ok("memories", "list", "-u", "bob").json()]
@@ -359,8 +382,9 @@ def test_a_device_an_hour_ahead_does_not_block_the_healthy_one(sw, tmp_path):
     # accepting: a warning about the jump, then the op is applied
     assert_error(good.run("sync", "accept", "--replica", "r_nosuch"), 1, "no ops of replica", bad_replica)
     res = good.ok("sync", "accept")
-    assert res.json()["accepted"] == 1 and "jumps" in res.err
-    assert [m["text"] for m in good.ok("memories", "list", "-u", "bob").json()] == ["Bob moved to Rome"]
+    assert res.json()["accepted"] == 2 and "jumps" in res.err
+    assert sorted(m["text"] for m in good.ok("memories", "list", "-u", "bob").json()) == [
+        "Bob likes jazz", "Bob moved to Rome"]
     assert good.ok("sync", "status").json()["held"] == []
 
 
