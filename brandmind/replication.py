@@ -419,17 +419,9 @@ def _release(t: "LogTxn", held: Held, counters: Counters, *, now: int, max_skew_
     """Receive the held ops that are now within the window (or that ``accept`` takes, for
     their replica), each replica's in seq order up to its first one still too far ahead."""
     sync = t.db["sync"]
-    cur = t.txn.cursor(db=sync)
-    if not cur.set_range(HELD):
-        return []
-    items = []
-    for key, raw in cur:
-        if not key.startswith(HELD):
-            break
-        items.append((bytes(key), loads(raw)))
     out = []
     blocked: set[str] = set()
-    for key, op in items:
+    for key, op in _held_in(t.txn.cursor(db=sync)):
         replica, _seq = split_id(op["id"])
         if replica in blocked:
             continue
@@ -444,6 +436,17 @@ def _release(t: "LogTxn", held: Held, counters: Counters, *, now: int, max_skew_
     return out
 
 
+def _held_in(cur: Any, prefix: bytes = HELD) -> list[tuple[bytes, dict]]:
+    """(key, op) of the held ops under ``prefix``, read through a cursor on the sync db."""
+    out: list[tuple[bytes, dict]] = []
+    if cur.set_range(prefix):
+        for key, raw in cur:
+            if not key.startswith(prefix):
+                break
+            out.append((bytes(key), loads(raw)))
+    return out
+
+
 def has_held(log: "OpLog") -> bool:
     with log.read() as txn:
         cur = txn.cursor(db=log.db["sync"])
@@ -454,15 +457,7 @@ def held_ops(log: "OpLog", replica: str | None = None) -> list[dict]:
     """The held ops (of one replica), by replica and seq."""
     prefix = HELD + (replica.encode() + b"\0" if replica is not None else b"")
     with log.read() as txn:
-        cur = txn.cursor(db=log.db["sync"])
-        if not cur.set_range(prefix):
-            return []
-        out = []
-        for key, raw in cur:
-            if not key.startswith(prefix):
-                break
-            out.append(loads(raw))
-        return out
+        return [op for _, op in _held_in(txn.cursor(db=log.db["sync"]), prefix)]
 
 
 def held_summary(log: "OpLog", now_ms: int | None = None) -> list[dict]:
