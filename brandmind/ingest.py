@@ -87,6 +87,22 @@ def message_key(user: str, msg: dict) -> str | None:
     return f"{user}\x1fts\x1f{digest}"
 
 
+def known_bead(get: Callable[[bytes], Any], user: str, msg: dict) -> str | None:
+    """The bead a message was stored as, by its key; ``get`` reads the ``bead_keys`` db.  A line
+    with a ts is also looked up under the key bm gave it before the role was part of it
+    (thread + ts + speaker + content), so re-running a file ingested then stores nothing twice."""
+    key = message_key(user, msg)
+    if key is None:
+        return None
+    found = get(key.encode())
+    if found is None and msg.get("id") is None:
+        legacy = hashlib.sha256("\x1f".join([
+            msg.get("thread") or "", str(msg["ts"]), msg.get("speaker") or "", msg["content"],
+        ]).encode()).hexdigest()
+        found = get(f"{user}\x1fh\x1f{legacy}".encode())
+    return bytes(found).decode() if found is not None else None
+
+
 def read_messages(lines: Iterable[str | bytes | dict], report: dict, *, skip_bad: bool,
                   on_bad: Callable[[InvalidInput], None]) -> Iterator[dict]:
     """The messages of a JSONL stream (or of dicts), in order; ``report["lines"]`` counts the

@@ -20,7 +20,7 @@ from .clock import iso, new_id, now_millis, parse_time
 from .config import Config
 from .errors import BMError, InvalidInput, NotFound, StoreCorrupt, StoreMissing, UsageError
 from .facts import store_facts
-from .ingest import message_key, read_messages
+from .ingest import known_bead, message_key, read_messages
 from .oplog import BlobStore, OpLog
 from .opcheck import problem
 from .projection import apply_log_side, apply_sql_side, hlc_key
@@ -835,11 +835,11 @@ class Memory:
         with self.log.read() as txn:
             for msg in batch:
                 key = message_key(user, msg)  # None: nothing proves it was seen, so it is new
-                known = key is not None and txn.get(key.encode(), db=self.log.db["bead_keys"])
+                known = known_bead(lambda k: txn.get(k, db=self.log.db["bead_keys"]), user, msg)
                 if key is not None and (key in keys or known):
                     report["duplicates"] += 1
                     if known and "_beads" in report:
-                        report["_beads"].append(bytes(known).decode())
+                        report["_beads"].append(known)
                     continue
                 keys.add(key)
                 fresh.append((key, msg))

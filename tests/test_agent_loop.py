@@ -120,3 +120,21 @@ def test_an_empty_block_says_why_on_stderr(store):
     res = run_bm("context", "locker", "-u", "ann", "--budget", "3")
     assert res.code == 0 and res.out == ""
     assert "nothing fits in --budget 3" in res.err and "Traceback" not in res.err
+
+
+def test_a_file_ingested_by_an_older_bm_is_still_not_stored_twice(bm, store):
+    """bm before 0.2 keyed a line with a ts on thread + ts + speaker + content (no role)."""
+    import hashlib
+
+    line = {"role": "user", "speaker": "Ann", "content": "see you at nine", "ts": "2024-05-01T10:00:00Z"}
+    assert bm("ingest", "-", "-u", "ann", input=json.dumps(line) + "\n").json()["ingested"] == 1
+    with open_memory() as mem, mem.log.write() as t:  # re-key it the way the older bm did
+        db = mem.log.db["bead_keys"]
+        (key, bead), = list(t.txn.cursor(db=db))
+        t.txn.delete(key, db=db)
+        ts = 1714557600000
+        old = hashlib.sha256(f"\x1f{ts}\x1fAnn\x1fsee you at nine".encode()).hexdigest()
+        t.txn.put(f"ann\x1fh\x1f{old}".encode(), bead, db=db)
+    again = bm("ingest", "-", "-u", "ann", input=json.dumps(line) + "\n").json()
+    assert (again["ingested"], again["duplicates"]) == (0, 1)
+    assert bm("ingest", "-", "-u", "ann", "--dry-run", input=json.dumps(line) + "\n").json()["duplicates"] == 1

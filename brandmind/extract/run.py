@@ -206,7 +206,7 @@ def extract_after_ingest(mem: Any, report: dict, *, user: str, agent: str | None
 def dry_run_ingest(mem: Any, lines: Iterable[Any], *, user: str, skip_bad: bool, extract: bool) -> dict:
     """What ``ingest(lines, extract=...)`` would do, storing nothing and calling no LLM."""
     from ..clock import now_millis
-    from ..ingest import message_key, read_messages
+    from ..ingest import known_bead, message_key, read_messages
 
     report: dict[str, Any] = {"dry_run": True, "lines": 0, "would_ingest": 0, "duplicates": 0, "bad": []}
     turns: list[Turn] = []
@@ -219,11 +219,11 @@ def dry_run_ingest(mem: Any, lines: Iterable[Any], *, user: str, skip_bad: bool,
     with mem.log.read() as txn:
         for msg in read_messages(lines, report, skip_bad=skip_bad, on_bad=refuse):
             key = message_key(user, msg)
-            stored = key is not None and txn.get(key.encode(), db=mem.log.db["bead_keys"])
+            stored = known_bead(lambda k: txn.get(k, db=mem.log.db["bead_keys"]), user, msg)
             if key is not None and (key in seen or stored):
                 report["duplicates"] += 1
                 if stored:
-                    known.append(stored.decode())
+                    known.append(stored)
                 continue
             seen.add(key)
             report["would_ingest"] += 1
