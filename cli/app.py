@@ -137,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         code = 0
+    except OSError as exc:  # the system refused (no space, no permission, a bad path): one line
+        where = f": {exc.filename}" if exc.filename and len(str(exc.filename)) <= 200 else ""
+        _error(f"{exc.strerror or exc}{where}", "check the path, its permissions and the free disk space")
+        code = 1
     try:
         sys.stdout.flush()
     except BrokenPipeError:

@@ -15,17 +15,24 @@ skill_app = typer.Typer(help="Skills (procedural memory): how to do things, matc
                         no_args_is_help=True)
 
 
+def _is_file(value: str) -> bool:
+    try:
+        return Path(value).is_file()
+    except OSError:  # e.g. inline JSON longer than a file name may be
+        return False
+
+
 def _schema(value: str) -> Any:
     """--schema: inline JSON (starting with `{`), a file, or - for stdin."""
     from brandmind.errors import InvalidInput, NotFound
 
     if value == "-":
         text, where = sys.stdin.buffer.read().decode("utf-8", "replace"), "stdin"
-    elif value.lstrip().startswith(("{", "[", '"')) and not Path(value).is_file():
+    elif value.lstrip().startswith(("{", "[", '"')) and not _is_file(value):
         text, where = value, "--schema"
     else:
         path = Path(value)
-        if not path.is_file():
+        if not _is_file(value):
             raise NotFound(f"no such schema file: {value}",
                            hint='give a JSON Schema file, - for stdin, or inline JSON like \'{"type": "object"}\'')
         text, where = path.read_text(encoding="utf-8", errors="replace"), value

@@ -393,3 +393,16 @@ def test_help_stays_fast():
             "print(sorted(m for m in ('rich', 'numpy', 'brandmind.memory') if m in sys.modules))")
     proc = subprocess.run([BM_CMD[0], "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc
+
+
+def test_a_system_error_is_one_line_not_a_traceback(tmp_path):
+    """What the OS refuses (a store path under a file, an argument too long for a file name)
+    ends in one Error line with a hint, exit 1."""
+    from conftest import assert_error, run_bm
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    assert_error(run_bm("remember", "hello", env={"BM_HOME": str(blocker / "store")}), 1, "Not a directory")
+    schema = json.dumps({"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(40)}})
+    res = run_bm("skill", "add", "long-schema", "--schema", schema, "-d", "inline schema longer than a file name")
+    assert res.code == 0 and "Traceback" not in res.err, res
