@@ -138,3 +138,19 @@ def test_a_file_ingested_by_an_older_bm_is_still_not_stored_twice(bm, store):
     again = bm("ingest", "-", "-u", "ann", input=json.dumps(line) + "\n").json()
     assert (again["ingested"], again["duplicates"]) == (0, 1)
     assert bm("ingest", "-", "-u", "ann", "--dry-run", input=json.dumps(line) + "\n").json()["duplicates"] == 1
+
+
+def test_the_agent_loop_script_keeps_every_turn_and_forgets_for_good(tmp_path):
+    """scripts/agent_loop.sh, the loop the README shows, end to end (hash embedder for speed)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "agent_loop.sh"
+    env = {**os.environ, "BM_EMBEDDER": "hash", "BM_HOME": str(tmp_path / "loop"),
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    res = subprocess.run(["bash", str(script), "--keep"], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "ok: no turn lost, the forgotten turn is gone everywhere" in res.stdout
+    assert "19 turns stored" in res.stdout and "FAIL" not in res.stdout
