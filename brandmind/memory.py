@@ -606,7 +606,8 @@ class Memory:
                 if row:
                     t.drop_vectors(row["text"])
             for bead_id in beads:
-                op = t.append("bead.forget", {"id": bead_id})
+                bead = t.get_bead(bead_id)  # its user tells a mirror remote where the turn is
+                op = t.append("bead.forget", {"id": bead_id, **({"user": bead["user"]} if bead else {})})
                 blob = forget_bead_in_log(t, bead_id, hlc_key(op["hlc"]))
                 if blob:
                     t.dead_blobs.append(blob)

@@ -254,6 +254,7 @@ def user_forget(p: dict) -> None:
 
 def bead_forget(p: dict) -> None:
     _id(_need(p, "id"), "bead id")
+    _opt(p, "user", _name, "user")  # whose turn it was (mirrors delete it there); older ops lack it
 
 
 def memory_retire(p: dict) -> None:

@@ -293,6 +293,8 @@ def sync_now(
             pulled = sum((r.get("pulled") or {}).values()) + int(r.get("released") or 0)
             info(f"{r['remote']}: pushed {pushed} op(s), pulled {pulled} op(s) in {r['seconds']:.2f} s"
                  + (f"; {len(r['errors'])} error(s)" if r.get("errors") else ""))
+            for note in r.get("notes") or []:  # what a mirror could not do (e.g. Zep keeps forgotten turns)
+                info(f"{r['remote']}: note: {note}")
     failed = [(r["remote"], e) for r in reports for e in (r.get("errors") or [])]
     if reports and not failed:  # a note on stderr, piped or not (the JSON has them too)
         _warn_held(reports[-1].get("held") or [], mem.config.sync_max_skew_ms)

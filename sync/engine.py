@@ -166,6 +166,10 @@ def _round(mem: Any, remote: Any, *, push: bool, pull: bool, fault: Callable[[st
                     continue
                 if sent:
                     report["pushed"][replica] = sent
+            notes = getattr(remote, "notes", None)  # what a mirror could not do (sync/mirror.py)
+            if notes:
+                report["notes"] = list(notes)
+                notes.clear()
         if pull and not stop:
             # a big pull has a helper process apply the ops while the next ones are stored
             incoming = sum(heads[r] - after for r, after in p.pull.items())

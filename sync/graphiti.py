@@ -32,6 +32,7 @@ Layout (FalkorDB: ``group_id`` selects a separate graph, one per bm user)::
   ``created_at`` / ``expired_at``.  ``keeps_history = True``: a retired fact stays, with
   ``expired_at`` (and ``invalid_at`` when bm has one) set; a forgotten one is deleted, and
   so is a node bm made that no relationship uses any more (no name outlives a forget).
+  A forgotten turn's episode is deleted (``delete_messages``, by its uuid).
 * ``list_facts`` lists every RELATES_TO of the user's graph; ``local_id`` is the edge's
   ``bm_id`` attribute, ``None`` for facts graphiti (or anyone else) made.
 * ``search`` runs graphiti's hybrid search (BM25 fulltext + cosine similarity, RRF
@@ -483,6 +484,22 @@ class GraphitiSink:
             await self._collect_orphans(driver)
 
         self._call(f"deleting {len(uuids)} fact(s) of {group}", run)
+
+    def delete_messages(self, user: str, local_ids: list[str], key: str = "") -> None:
+        """Delete the episodes of forgotten beads (uuid5 of group and bead id, as
+        put_messages made them); absent ones (never pushed, already deleted) are fine."""
+        group = self.group_id(user)
+        uuids = [episode_uuid(group, str(i)) for i in local_ids]
+        if not uuids:
+            return
+
+        async def run() -> None:
+            if not await self._exists(group):
+                return
+            await self._driver(group).execute_query(
+                "MATCH (n:Episodic) WHERE n.uuid IN $uuids DETACH DELETE n", uuids=uuids)
+
+        self._call(f"deleting {len(uuids)} message(s) of {group}", run)
 
     def delete_user(self, user: str, key: str = "") -> None:
         """Delete the user's whole graph (absent = fine)."""

@@ -26,6 +26,12 @@ touches, never from the op payload, so a re-sent or late op cannot resurrect any
   its edge would be a duplicate).  Typed links between memories (``contradicts``, ...) are
   not mirrored.
 * ``bead.add`` -> ``put_messages`` (the bead as it is now; a forgotten one is skipped).
+* ``bead.forget`` (and a ``bead.add`` whose bead is gone here) -> ``delete_messages`` of
+  that turn, for the user the op names (``bead.forget`` carries it since it was added; an
+  older op, or a redacted add, names none: then for every user this store knows).  A sink
+  without ``delete_messages`` (Zep: its API cannot delete one message of a thread) keeps
+  the turn; the push leaves a note saying so in :attr:`MirrorRemote.notes` (the sync
+  round's report carries it as ``notes``).
 * ``user.forget`` -> ``delete_user`` (first, before anything else of the same push), and the
   user's rows in ``remote_map`` go.
 * ``kg.node`` / ``kg.mention`` -> nothing of their own (nodes exist on the remote as the ends
@@ -168,6 +174,9 @@ class GraphSink(Protocol):
 
     def delete_user(self, user: str, key: str) -> None: ...                          # absent = fine
 
+    def delete_messages(self, user: str, local_ids: list[str], key: str) -> None: ...  # absent = kept (noted)
+    # the turns (bead ids) a put_messages wrote; absent ones are fine
+
     def list_facts(self, user: str) -> list[RemoteFact]: ...
 
     def search(self, user: str, query: str, limit: int, timeout: float) -> list[RemoteHit]: ...
@@ -224,9 +233,11 @@ def _ms(value: str | None) -> int | None:
 
 @dataclass
 class MirrorPlan:
-    """What one push does, in order: forget users, delete facts, put facts, put messages."""
+    """What one push does, in order: forget users, delete facts, delete messages, put facts,
+    put messages."""
     forget_users: list[str] = field(default_factory=list)
     deletes: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # user -> [(local_id, remote_id)]
+    forget_messages: dict[str, list[str]] = field(default_factory=dict)      # user -> [bead id]
     puts: list[GraphFact] = field(default_factory=list)
     put_ops: dict[str, str] = field(default_factory=dict)          # local_id -> first op id touching it
     messages: list[GraphMessage] = field(default_factory=list)
@@ -234,7 +245,8 @@ class MirrorPlan:
 
     @property
     def empty(self) -> bool:
-        return not (self.forget_users or self.deletes or self.puts or self.messages or self.map_only)
+        return not (self.forget_users or self.deletes or self.forget_messages or self.puts or self.messages
+                    or self.map_only)
 
 
 # -- the Remote adapter ------------------------------------------------------------------------------------
@@ -250,6 +262,7 @@ class MirrorRemote:
         self.mem = mem
         self.name = sink.name
         self.kind = sink.kind
+        self.notes: list[str] = []   # what a push could not do on this remote (the round reports them)
 
     # -- heads ---------------------------------------------------------------------------------------------
     @property
@@ -359,6 +372,8 @@ class MirrorRemote:
         retired_by_op: set[str] = set()
         edges: dict[str, str] = {}
         beads: dict[str, str] = {}
+        bead_users: dict[str, str] = {}           # bead id -> the user an op names
+        forgotten_beads: list[str] = []
         forgets: list[str] = []
         for op in ops:
             kind, p = op["kind"], op.get("payload") or {}
@@ -379,6 +394,14 @@ class MirrorRemote:
                 bead_id = (p.get("bead") or {}).get("id") or p.get("id")
                 if bead_id:
                     beads.setdefault(bead_id, op["id"])
+                    user = (p.get("bead") or {}).get("user")
+                    if isinstance(user, str) and user:
+                        bead_users.setdefault(bead_id, user)
+            elif kind == "bead.forget" and p.get("id"):
+                if p["id"] not in forgotten_beads:
+                    forgotten_beads.append(p["id"])
+                if isinstance(p.get("user"), str) and p["user"]:
+                    bead_users[p["id"]] = p["user"]
             elif kind == "user.forget" and p.get("user"):
                 if p["user"] not in forgets:
                     forgets.append(p["user"])
@@ -388,14 +411,36 @@ class MirrorRemote:
             self._plan_memory(plan, memory_id, op_id, history, memory_id in retired_by_op)
         for edge_id, op_id in edges.items():
             self._plan_edge(plan, edge_id, op_id, history, edge_id in retired_by_op)
+        gone = list(forgotten_beads)
         for bead_id in beads:
             msg = self._message(bead_id)
             if msg is not None:
                 plan.messages.append(msg)
+            elif bead_id not in gone and self.mem.log.get_bead(bead_id) is None:
+                gone.append(bead_id)
+        self._plan_gone_beads(plan, gone, bead_users)
         # a forgotten user's deletions are covered by deleting the user
         for user in forgets:
             plan.deletes.pop(user, None)
+            plan.forget_messages.pop(user, None)
         return plan
+
+    def _plan_gone_beads(self, plan: MirrorPlan, bead_ids: list[str], users: dict[str, str]) -> None:
+        """Turns forgotten here leave the remote: for the user an op named, else (an older
+        ``bead.forget``, a redacted add) for every user this store knows (absent = fine)."""
+        everyone: list[str] | None = None
+        for bead_id in bead_ids:
+            if self.mem.log.get_bead(bead_id) is not None:
+                continue  # here again (cannot happen: remove wins), never deleted
+            if bead_id in users:
+                owners = [users[bead_id]]
+            else:
+                everyone = self.users() if everyone is None else everyone
+                owners = everyone
+            for user in owners:
+                ids = plan.forget_messages.setdefault(user, [])
+                if bead_id not in ids:
+                    ids.append(bead_id)
 
     def _delete(self, plan: MirrorPlan, local_id: str, user: str | None) -> None:
         row = self.mem.sql.conn.execute("SELECT remote_id, user_id FROM remote_map WHERE remote=? AND local_id=?",
@@ -511,6 +556,14 @@ class MirrorRemote:
             uuids = list(dict.fromkeys(remote for _, remote in pairs))
             sink.delete_facts(user, uuids, idem_key(self.name, "delete_facts", user, *uuids))
             self._unmap(local for local, _ in pairs)
+        deleter = getattr(sink, "delete_messages", None)
+        if callable(deleter):
+            for user, bead_ids in plan.forget_messages.items():
+                deleter(user, bead_ids, idem_key(self.name, "delete_messages", user, *bead_ids))
+        elif plan.forget_messages:
+            kept = {b for ids in plan.forget_messages.values() for b in ids}
+            self.notes.append(f"{self.kind} remote {self.name!r} may still hold {len(kept)} forgotten turn(s): "
+                              f"it cannot delete a single message (forgetting the user deletes all of theirs)")
         self._map(plan.map_only)
         if plan.puts:
             key = idem_key(self.name, "put_facts", *sorted(f"{lid}@{op}" for lid, op in plan.put_ops.items()))

@@ -40,7 +40,11 @@ small JSON file; a 404 on a cached user drops the cache of that user and tries o
 The API key is read from the environment variable named by ``api_key_env`` at first use,
 never stored.
 
-Limits (what Zep's API leaves open): messages cannot be looked up by ``bm_id``, so a message
+Limits (what Zep's API leaves open): a forgotten turn stays in the user's thread (the v4 API
+deletes a whole thread or user, and ``thread.message.update`` changes only a message's
+metadata, not its text): there is no ``delete_messages``, and the sync round's report carries
+a note saying how many forgotten turns Zep may still hold.  Messages cannot be looked up by
+``bm_id``, so a message
 re-sent after the local heads were lost is deduplicated only by Zep's Idempotency-Key memory
 (same beads in the same batch -> same key); Zep deletes users asynchronously, so a user
 re-created right after ``user.forget`` may briefly meet the old one (409, then lookup); edges
