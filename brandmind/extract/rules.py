@@ -1404,44 +1404,34 @@ def _h_lived(ctx: _Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
 
 
 def _h_moved(ctx: _Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
-    if neg:
-        return
+    """ "I moved to Y (from X)"."""
     place = _proper(x)
-    if not place:
+    if neg or not place:
         return
-    span = ctx.date()
-    when = f" {span.describe()}" if span else ""
-    vf = span.start if span else None
     m = re.match(r"^\s+(?:from|out\s+of)\s+(.*)$", x[len(place):])
-    origin = _proper(m.group(1)) if m else None
-    if origin:
-        _moved_from(ctx, s, origin, vf, when, place)
-    ctx.add(s, "moved_to", _bare(place), f"{s} moved to {place}{when}", valid_from=vf,
-            object_type="place", confidence=0.85)
-    ctx.add(s, "lives_in", _bare(place), f"{s} lives in {place}", valid_from=vf,
-            object_type="place", confidence=0.75)
-
-
-def _moved_from(ctx: _Ctx, s: str, place: str, vf: int | None, when: str, to: str | None) -> None:
-    """ "I moved from X": X is where s no longer lives (since the move)."""
-    ctx.add(s, "moved_from", _bare(place), f"{s} moved from {place}" + (f" to {to}" if to else "") + when,
-            valid_from=vf, object_type="place", confidence=0.85)
-    ctx.add(s, "lives_in", _bare(place), f"{s} no longer lives in {place}", negated=True, valid_from=vf,
-            object_type="place", confidence=0.75)
+    _move(ctx, s, _proper(m.group(1)) if m else None, place)
 
 
 def _h_moved_from(ctx: _Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
-    if neg:
-        return
+    """ "I moved from X (to Y)"."""
     origin = _proper(x)
-    if not origin:
+    if neg or not origin:
         return
     m = re.match(r"^\s+(?:back\s+|over\s+)?to\s+(.*)$", x[len(origin):])
-    dest = _proper(m.group(1)) if m else None
+    _move(ctx, s, origin, _proper(m.group(1)) if m else None)
+
+
+def _move(ctx: _Ctx, s: str, origin: str | None, dest: str | None) -> None:
+    """A move, from the turn's date on: X (origin) is where s no longer lives, Y (dest) where
+    s lives now."""
     span = ctx.date()
     when = f" {span.describe()}" if span else ""
     vf = span.start if span else None
-    _moved_from(ctx, s, origin, vf, when, dest)
+    if origin:
+        ctx.add(s, "moved_from", _bare(origin), f"{s} moved from {origin}" + (f" to {dest}" if dest else "") + when,
+                valid_from=vf, object_type="place", confidence=0.85)
+        ctx.add(s, "lives_in", _bare(origin), f"{s} no longer lives in {origin}", negated=True, valid_from=vf,
+                object_type="place", confidence=0.75)
     if dest:
         ctx.add(s, "moved_to", _bare(dest), f"{s} moved to {dest}{when}", valid_from=vf,
                 object_type="place", confidence=0.85)
