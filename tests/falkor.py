@@ -192,3 +192,33 @@ def falkordb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Falkor]:
     finally:
         fk.stop()
     assert not fk.alive()
+
+
+def graphiti_made(falkordb: Falkor, group: str, embed: Any, who: str = "Hana") -> str:
+    """A fact and a summarised node as graphiti's own pipeline saves them (random uuids, a
+    summary, no bm_id), through its save path; returns the edge's uuid."""
+    import asyncio
+
+    from falkordb.asyncio import FalkorDB
+    from graphiti_core.driver.falkordb_driver import FalkorDriver
+    from graphiti_core.edges import EntityEdge
+    from graphiti_core.nodes import EntityNode
+    from graphiti_core.utils.datetime_utils import utc_now
+
+    async def run() -> str:
+        driver = FalkorDriver(falkor_db=FalkorDB(host=falkordb.host, port=falkordb.port, password=falkordb.password),
+                              database=group)
+        now = utc_now()
+        a = EntityNode(name=who, group_id=group, labels=["Person"], name_embedding=embed(who), created_at=now,
+                       summary=f"{who} is a violinist who plays in the city orchestra")
+        b = EntityNode(name="orchestra", group_id=group, name_embedding=embed("orchestra"), created_at=now)
+        await a.save(driver)
+        await b.save(driver)
+        e = EntityEdge(group_id=group, source_node_uuid=a.uuid, target_node_uuid=b.uuid, created_at=now,
+                       name="PLAYS_IN", fact=f"{who} plays the violin in the orchestra",
+                       fact_embedding=embed(f"{who} plays the violin in the orchestra"), valid_at=now)
+        await e.save(driver)
+        await driver.close()
+        return e.uuid
+
+    return asyncio.run(run())

@@ -15,7 +15,6 @@ No wall-clock assertions here: scripts/bench_remote.py measures the time.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import secrets
@@ -28,7 +27,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import BM_CMD, run_bm  # noqa: E402
-from falkor import GRAPHITI_MARKS, falkordb  # noqa: E402,F401  (falkordb: the fixture)
+from falkor import GRAPHITI_MARKS, falkordb, graphiti_made  # noqa: E402,F401  (falkordb: the fixture)
 
 
 pytestmark = GRAPHITI_MARKS
@@ -83,31 +82,6 @@ def corpus(embed):
     return out
 
 
-def graphiti_made(falkordb, group: str, embed) -> str:
-    """A fact and a summarised node as graphiti's own pipeline saves them (no bm_id)."""
-    from falkordb.asyncio import FalkorDB
-    from graphiti_core.driver.falkordb_driver import FalkorDriver
-    from graphiti_core.edges import EntityEdge
-    from graphiti_core.nodes import EntityNode
-    from graphiti_core.utils.datetime_utils import utc_now
-
-    async def run() -> str:
-        driver = FalkorDriver(falkor_db=FalkorDB(host=falkordb.host, port=falkordb.port, password=falkordb.password),
-                              database=group)
-        now = utc_now()
-        a = EntityNode(name="Hana", group_id=group, labels=["Person"], name_embedding=embed("Hana"), created_at=now,
-                       summary="Hana is a violinist who plays in the city orchestra")
-        b = EntityNode(name="orchestra", group_id=group, name_embedding=embed("orchestra"), created_at=now)
-        await a.save(driver)
-        await b.save(driver)
-        e = EntityEdge(group_id=group, source_node_uuid=a.uuid, target_node_uuid=b.uuid, created_at=now,
-                       name="PLAYS_IN", fact="Hana plays the violin in the orchestra",
-                       fact_embedding=embed("Hana plays the violin in the orchestra"), valid_at=now)
-        await e.save(driver)
-        await driver.close()
-        return e.uuid
-
-    return asyncio.run(run())
 
 
 # -- the direct search is graphiti's search ------------------------------------------------------------------

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from falkor import GRAPHITI_MARKS, falkordb  # noqa: E402,F401  (falkordb: the fixture)
+from falkor import GRAPHITI_MARKS, falkordb, graphiti_made  # noqa: E402,F401  (falkordb: the fixture)
 
 pytestmark = GRAPHITI_MARKS
 
@@ -278,35 +278,10 @@ def test_group_ids_for_any_user_id_are_valid_and_distinct():
 
 # -- pushed vs graphiti-made ----------------------------------------------------------------------------------
 def test_list_facts_tells_pushed_facts_from_graphiti_made_ones(sink, falkordb, embed):
-    import asyncio
-
-    from falkordb.asyncio import FalkorDB
-    from graphiti_core.driver.falkordb_driver import FalkorDriver
-    from graphiti_core.edges import EntityEdge
-    from graphiti_core.nodes import EntityNode
-    from graphiti_core.utils.datetime_utils import utc_now
-
     ids = sink.put_facts(facts_three(embed), key="k")
     group = sink.group_id("ann")
 
-    async def graphiti_makes_one() -> str:
-        """What graphiti's own pipeline saves (random uuids, a summary, no bm_id), via its save path."""
-        driver = FalkorDriver(falkor_db=FalkorDB(host=falkordb.host, port=falkordb.port,
-                                                 password=falkordb.password), database=group)
-        now = utc_now()
-        a = EntityNode(name="Ann", group_id=group, labels=["Person"], name_embedding=embed("Ann"), created_at=now,
-                       summary="Ann is a violinist who plays in the city orchestra")
-        b = EntityNode(name="orchestra", group_id=group, name_embedding=embed("orchestra"), created_at=now)
-        await a.save(driver)
-        await b.save(driver)
-        e = EntityEdge(group_id=group, source_node_uuid=a.uuid, target_node_uuid=b.uuid, created_at=now,
-                       name="PLAYS_IN", fact="Ann plays the violin in the orchestra",
-                       fact_embedding=embed("Ann plays the violin in the orchestra"), valid_at=now)
-        await e.save(driver)
-        await driver.close()
-        return e.uuid
-
-    made = asyncio.run(graphiti_makes_one())
+    made = graphiti_made(falkordb, group, embed, who="Ann")
     listed = {f.uuid: f for f in sink.list_facts("ann")}
     assert len(listed) == 4
     assert listed[made].local_id is None
