@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import InvalidInput
-from . import check_texts
+from .base import check_texts
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _WORD_WEIGHT = 1.0

@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ..errors import EmbedderUnavailable, InvalidInput
-from . import check_texts
+from .base import check_texts
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx

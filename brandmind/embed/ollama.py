@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import EmbedderUnavailable, InvalidInput, ModelMismatch
-from . import check_texts
+from .base import check_texts
 
 DEFAULT_MODEL = "nomic-embed-text"
 DOCUMENT_PREFIX = "search_document: "
