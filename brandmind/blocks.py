@@ -259,14 +259,14 @@ def resolve(mem: "Memory", label: str, *, user: str | None = None, agent: str | 
         return Ref("persona", None, None, persona, label)
     if label.endswith(PERSONA_SUFFIX):
         return Ref("persona", None, None, validate_handle(label[:-len(PERSONA_SUFFIX)]), label)
-    user = mem._user(user)
+    user = mem.store.user(user)
     if agent is None:
         return Ref("user", user, None, None, label)
     mine = Ref("agent", user, validate.name(agent, what="agent"), None, label)
     if own:
         return mine
     theirs = Ref("user", user, None, None, label)
-    mem._catch_up()
+    mem.store.catch_up()
     found = {r[0] for r in mem.sql.conn.execute("SELECT id FROM blocks WHERE id IN (?, ?)", (mine.id, theirs.id))}
     if mine.id in found:
         return mine
@@ -665,7 +665,7 @@ def core_blocks(mem: "Memory", *, user: str, agent: str | None = None) -> list[d
     """The user's blocks and, with ``agent``, that agent's blocks for the user (an agent block
     replaces a user block of the same label), each {"label", "value", "limit",
     "description", "read_only", "scope"}; default labels first, then by label."""
-    user = mem._user(user)
+    user = mem.store.user(user)
     rows = list(mem.sql.rows("SELECT * FROM blocks WHERE scope='user' AND user_id=?", (user,)))
     by_label = {r["label"]: r for r in rows}
     if agent is not None:
@@ -688,7 +688,7 @@ def _user_handles(mem: "Memory", user: str) -> list[str]:
 def shared_blocks(mem: "Memory", *, user: str) -> list[dict]:
     """The shared blocks of every persona ``user`` holds (``personas.user_personas``), in
     that order, each as in :func:`core_blocks` plus "persona"."""
-    user = mem._user(user)
+    user = mem.store.user(user)
     out = []
     for handle in _user_handles(mem, user):
         row = _row(mem, block_id("persona", None, None, handle, handle + PERSONA_SUFFIX))
@@ -700,7 +700,7 @@ def shared_blocks(mem: "Memory", *, user: str) -> list[dict]:
 def list_blocks(mem: "Memory", *, user: str | None = None, agent: str | None = None) -> list[dict]:
     """The user's blocks, their agents' blocks (only ``agent``'s when given) and the shared
     blocks of the personas they hold."""
-    user = mem._user(user)
+    user = mem.store.user(user)
     if agent is None:
         rows = mem.sql.rows("SELECT * FROM blocks WHERE user_id=? AND scope IN ('user', 'agent')", (user,))
     else:
@@ -738,7 +738,7 @@ class Snapshot:
 
 def snapshot(mem: "Memory", ref: Ref) -> Snapshot:
     """The block and the projection's position, read in one SQLite transaction."""
-    mem._catch_up()
+    mem.store.catch_up()
     c = mem.sql.conn
     c.execute("BEGIN")
     try:
@@ -866,7 +866,7 @@ def commit(mem: "Memory", snap: Snapshot, new: str | None, *, writer: str | None
             t.append("block.update", {"id": ref.id, "scope": ref.scope, "origin": client, "seq": seq,
                                       "update": _b64(update), "deps": _b64(deps), "user": writer,
                                       "agent": agent})
-    mem._catch_up()
+    mem.store.catch_up()
 
 
 def write(mem: "Memory", label: str, change: Callable[[str], str], *, user: str | None = None,
@@ -875,7 +875,7 @@ def write(mem: "Memory", label: str, change: Callable[[str], str], *, user: str 
     """One write: ``change(current text) -> new text``, checked (read-only, persona holder,
     PII, limit) and committed; returns the block (plus ``redacted`` when the guard redacted)."""
     ref = resolve(mem, label, user=user, agent=agent, persona=persona)
-    writer = mem._user(user)
+    writer = mem.store.user(user)
     agent = validate.name(agent, what="agent") if agent is not None else None
     by_agent = agent is not None if by_agent is None else bool(by_agent)
     define = _checked_define(define or {})
@@ -958,7 +958,7 @@ def define_block(mem: "Memory", label: str, *, limit: int | None = None, descrip
     agent_v = validate.name(agent, what="agent") if agent is not None else None
     by_agent = agent_v is not None if by_agent is None else bool(by_agent)
     snap = snapshot(mem, ref)
-    _check_writer(mem, snap, writer=mem._user(user), by_agent=by_agent)
+    _check_writer(mem, snap, writer=mem.store.user(user), by_agent=by_agent)
     if "limit" in define and len(snap.value) > define["limit"]:
         n, lim = len(snap.value), define["limit"]
         raise InvalidInput(f"block {ref.label!r} is {n:,} characters, {n - lim:,} over the new limit of {lim:,}",
@@ -1000,7 +1000,7 @@ def edit_commit(mem: "Memory", snap: Snapshot, new: str | bytes, *, user: str | 
     """Apply ``snap.value -> new`` as one update built on the snapshot's state, so edits made
     by others while the editor was open are merged, not overwritten."""
     ref = snap.ref
-    writer = mem._user(user)
+    writer = mem.store.user(user)
     agent = validate.name(agent, what="agent") if agent is not None else None
     by_agent = agent is not None if by_agent is None else bool(by_agent)
     new = _block_text(new, allow_empty=True)

@@ -189,7 +189,7 @@ def consolidate(mem: Any, *, user: str | None = None, threshold: float = DEFAULT
                 dry_run: bool = False, include_turns: bool = False) -> dict:
     """See ``Memory.consolidate`` and the module docstring."""
     threshold = check_threshold(threshold)
-    user_name = mem._user(user)
+    user_name = mem.store.user(user)
     groups = find_groups(mem, user=user_name, threshold=threshold, include_turns=include_turns)
     merged = sum(len(g["merged"]) for g in groups)
     if groups and not dry_run:
@@ -203,7 +203,7 @@ def consolidate(mem: Any, *, user: str | None = None, threshold: float = DEFAULT
                             provenance.append(entry)
                 t.append("memory.merge", {"into": g["kept"], "ids": g["merged"], "ts": ts, "user": user_name,
                                           "provenance": provenance})
-        mem._catch_up()
+        mem.store.catch_up()
     return {"user": user_name, "threshold": threshold, "dry_run": bool(dry_run), "groups": groups,
             "merged": merged}
 

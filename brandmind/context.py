@@ -160,7 +160,7 @@ def build_context(mem: Any, query: str | bytes, *, budget: int = 2000, user: str
     as_of_ms = parse_time(as_of, field="as_of")
     limit = math.floor(budget * (1.0 - margin_f))
     counter = counter or get_counter()
-    user_name = mem._user(user)
+    user_name = mem.store.user(user)
 
     items: list[_Item] = []
     items += _block_items(mem, user_name, agent)
@@ -428,7 +428,7 @@ def full_history_tokens(mem: Any, *, user: str | None = None, counter: TokenCoun
     """Tokens of the user's whole thread rendered as the recent section would render it
     (what sending the full history would cost), for comparisons."""
     counter = counter or get_counter()
-    beads = mem.beads_tail(len(mem.log.bead_ids(mem._user(user), None)) or 0, user=user)
+    beads = mem.beads_tail(len(mem.log.bead_ids(mem.store.user(user), None)) or 0, user=user)
     items = _bead_items(beads)
     for it in items:
         it.line = _text_line(it)

@@ -236,14 +236,14 @@ def _import_batch(mem: "Memory", pending: list[tuple[int, dict]], counts: dict) 
         except InvalidInput as exc:
             raise InvalidInput(f"line {lineno}: {exc.message}", hint=exc.hint) from None
         counts[kind] += 1
-    vecs = mem._embed_docs(texts) if texts else []
+    vecs = mem.store.embed_docs(texts) if texts else []
     with mem.log.write() as t:
         for kind, payload in ops:
             op = t.append(kind, payload)
             apply_log_side(t, op)
         for text, vec in zip(texts, vecs):
             t.cache_vector(mem.sql.model, text, vec.tobytes())
-    mem._catch_up()
+    mem.store.catch_up()
     if files:
         from .workspace import write_imported
 

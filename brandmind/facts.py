@@ -524,7 +524,7 @@ def store_facts(mem: Any, facts: Iterable[Any], *, user: str | None = None, agen
                 exc.message = f"fact {n}: {exc.message}"
             raise
         items.append(replace(
-            item, user=mem._user(item.user if item.user is not None else user),
+            item, user=mem.store.user(item.user if item.user is not None else user),
             agent=item.agent if item.agent is not None else (
                 validate.name(agent, what="agent") if agent is not None else None),
             ts=item.ts if item.ts is not None else default_ts,
@@ -544,10 +544,10 @@ def store_facts(mem: Any, facts: Iterable[Any], *, user: str | None = None, agen
                 vectors[item.text] = b""
                 missing.append(item.text)
     if missing:
-        for text, vec in zip(missing, mem._embed_docs(missing)):
+        for text, vec in zip(missing, mem.store.embed_docs(missing)):
             vectors[text] = vec.tobytes()
     _ensure_norm_function(mem.sql)
-    mem._catch_up()
+    mem.store.catch_up()
     ops: list[tuple[str, dict]] = []
     node_ids: dict[str, dict[tuple[str, str], str]] = {}  # user -> (type, norm name) -> node id
     results: list[dict] = []
@@ -656,7 +656,7 @@ def store_facts(mem: Any, facts: Iterable[Any], *, user: str | None = None, agen
                 t.append(kind, payload)
                 if kind == "memory.add":
                     t.cache_vector(mem.sql.model, payload["text"], vectors[payload["text"]])
-        mem._catch_up()
+        mem.store.catch_up()
     for result in results:
         result["memory"] = mem.get(result["id"])
     return results

@@ -66,11 +66,11 @@ def add_node(mem: Any, name: str, *, type: str | None = GENERIC_TYPE, user: str 
     """``Memory.kg_add_node``: the user's node with this (normalised) name and type if there
     is one (``created: False``; type ``entity`` or None matches any type when one node has
     the name), else a new node (op ``kg.node``, ``created: True``)."""
-    u = mem._user(user)
+    u = mem.store.user(user)
     kind = validate.name(type or GENERIC_TYPE, what="node type")
     name = validate.text(name, what="node name", limit=512)
     labels, meta = list(labels), validate.meta(meta)
-    mem._catch_up()
+    mem.store.catch_up()
     same = _named(mem, u, name)
     exact = [r for r in same if r["type"] == kind]
     found = exact or (same if kind == GENERIC_TYPE and len(same) == 1 else [])
@@ -80,7 +80,7 @@ def add_node(mem: Any, name: str, *, type: str | None = GENERIC_TYPE, user: str 
                "meta": meta, "ts": now_millis()}
     with mem.log.write() as t:
         t.append("kg.node", payload)
-    mem._catch_up()
+    mem.store.catch_up()
     return {**mem.kg_node(payload["id"]), "created": True}
 
 
@@ -96,9 +96,9 @@ def get_node(mem: Any, ref: str, *, user: str | None = None) -> dict:
     rows = list(mem.sql.rows("SELECT * FROM kg_nodes WHERE id=?", (ref,)))
     if not rows:
         rows = list(mem.sql.rows("SELECT * FROM kg_nodes WHERE user_id=? AND name=? ORDER BY created_at",
-                                 (mem._user(user), ref)))
+                                 (mem.store.user(user), ref)))
     if not rows:
-        rows = _named(mem, mem._user(user), ref)
+        rows = _named(mem, mem.store.user(user), ref)
     if not rows:
         into = merged_into(mem.sql, ref)
         raise NotFound(f"no graph node {ref!r}" + (f" (it was merged into {into})" if into else ""),
@@ -147,7 +147,7 @@ def add_edge(mem: Any, src: str, dst: str, predicate: str, *, weight: float = 1.
         a = _end(mem, src, user, created)
         with mem.log.write() as t:
             t.append("kg.mention", {"node": a["id"], "memory": dst})
-        mem._catch_up()
+        mem.store.catch_up()
         return {"node": a["id"], "memory": dst, "predicate": "mentions", "created": created}
     meta, evidence = validate.meta(meta), list(evidence)  # checked before any node is made
     a = _end(mem, src, user, created)
@@ -156,7 +156,7 @@ def add_edge(mem: Any, src: str, dst: str, predicate: str, *, weight: float = 1.
                "evidence": evidence, "meta": meta, "ts": now_millis()}
     with mem.log.write() as t:
         t.append("kg.edge", payload)
-    mem._catch_up()
+    mem.store.catch_up()
     return {**_edge_out(next(mem.sql.rows("SELECT * FROM kg_edges WHERE id=?", (payload["id"],)))),
             "created": created}
 
@@ -165,7 +165,7 @@ def find_node(mem: Any, ref: str, user: str | None) -> dict:
     """A graph node row by id, exact name or normalised name within the user's graph."""
     rows = list(mem.sql.rows("SELECT * FROM kg_nodes WHERE id=?", (ref,)))
     if not rows:
-        u = mem._user(user)
+        u = mem.store.user(user)
         rows = list(mem.sql.rows("SELECT * FROM kg_nodes WHERE user_id=? AND name=? ORDER BY created_at, id",
                                  (u, ref)))
         if not rows:
@@ -189,7 +189,7 @@ def list_nodes(mem: Any, *, user: str | None = None, type: str | None = None, na
     with how many edges and mentions it has."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise UsageError(f"limit must be a positive whole number, got {limit!r}", hint="e.g. --limit 50")
-    where, args = ["n.user_id = ?"], [mem._user(user)]
+    where, args = ["n.user_id = ?"], [mem.store.user(user)]
     if type is not None:
         where.append("n.type = ?")
         args.append(validate.name(type, what="node type"))
@@ -207,7 +207,7 @@ def list_nodes(mem: Any, *, user: str | None = None, type: str | None = None, na
 
 def remove_node(mem: Any, ref: str, *, user: str | None = None) -> dict:
     """``bm kg rm``: the node goes with its edges and mentions (op ``kg.node.remove``)."""
-    mem._catch_up()
+    mem.store.catch_up()
     row = find_node(mem, ref, user)
     c = mem.sql.conn
     edges = c.execute("SELECT count(*) FROM kg_edges WHERE src=? OR dst=?", (row["id"], row["id"])).fetchone()[0]
@@ -218,14 +218,14 @@ def remove_node(mem: Any, ref: str, *, user: str | None = None) -> dict:
     with mem.log.write() as t:
         op = t.append("kg.node.remove", {"id": row["id"], "user": row["user_id"], "ts": now_millis()})
         forget_nodes_in_log(t, {row["id"]}, hlc_key(op["hlc"]))  # its name leaves the log too
-    mem._catch_up()
+    mem.store.catch_up()
     return {"removed": row["id"], "name": row["name"], "type": row["type"], "user": row["user_id"],
             "edges": edges, "mentions": mentions}
 
 
 def merge_nodes(mem: Any, ref: str, into_ref: str, *, user: str | None = None) -> dict:
     """``bm kg merge A B``: A's edges and mentions move to B and A goes (op ``kg.node.merge``)."""
-    mem._catch_up()
+    mem.store.catch_up()
     a, b = find_node(mem, ref, user), find_node(mem, into_ref, user)
     if a["id"] == b["id"]:
         raise UsageError(f"{ref!r} and {into_ref!r} are the same node ({a['id']})",
@@ -238,7 +238,7 @@ def merge_nodes(mem: Any, ref: str, into_ref: str, *, user: str | None = None) -
     mentions = c.execute("SELECT count(*) FROM kg_mentions WHERE node_id=?", (a["id"],)).fetchone()[0]
     with mem.log.write() as t:
         t.append("kg.node.merge", {"id": a["id"], "into": b["id"], "user": a["user_id"], "ts": now_millis()})
-    mem._catch_up()
+    mem.store.catch_up()
     return {"merged": a["id"], "into": b["id"], "name": b["name"], "edges_moved": edges,
             "mentions_moved": mentions, "node": mem.kg_node(b["id"])}
 
@@ -327,7 +327,7 @@ def link(mem: Any, src_id: str, dst_id: str, type: str, strength: float = 0.5) -
                "evidence": [], "meta": {}, "ts": now_millis(), "user": a["user"]}
     with mem.log.write() as t:
         t.append("kg.edge", payload)
-    mem._catch_up()
+    mem.store.catch_up()
     return _link_out(next(mem.sql.rows("SELECT * FROM kg_edges WHERE id=?", (payload["id"],))))
 
 

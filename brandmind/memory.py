@@ -26,8 +26,8 @@ from .opcheck import problem
 from .projection import apply_log_side, apply_sql_side, hlc_key
 from .recall import Filters, Searcher, keyword_query
 from .sqlstore import SQLStore
+from .store import Progress, Store
 
-Progress = Callable[[int, int], None]  # (done, total)
 INGEST_BATCH = 256
 
 
@@ -39,67 +39,41 @@ class Memory:
                  repair: bool = False) -> None:
         """Open the store (``create`` makes it if missing).  ``repair`` moves an unreadable
         SQLite index aside and starts an empty one, which the op log refills (`bm rebuild`)."""
-        from .embed import embedder_name
+        self.store = Store(config or Config.load(home), embedder=embedder, create=create,
+                           check_model=check_model, repair=repair)
 
-        self.config = config or Config.load(home)
-        paths = self.config.paths
-        self.paths = paths
-        self._embedder = embedder
-        self.embedder_name = embedder.name if embedder is not None else embedder_name(
-            self.config.embedder, ollama_model=self.config.ollama_model,
-            local_variant=self.config.local_variant)
-        if not create and not (paths.lmdb_dir / "data.mdb").exists():
-            raise StoreMissing(f"no bm store at {paths.data_dir}",
-                               hint="run `bm init` first (or point BM_HOME at an existing store)")
-        paths.data_dir.mkdir(parents=True, exist_ok=True)
-        self.log = OpLog(paths.lmdb_dir, create=create)
-        self.blobs = BlobStore(paths.blob_dir)
-        try:
-            self._open_index(check_model=check_model, repair=repair)
-        except BaseException:
-            # LMDB refuses a second open of an env in one process: never leave it open behind
-            # a failed open (e.g. ModelMismatch, then a retry with check_model=False)
-            if getattr(self, "sql", None) is not None:
-                self.sql.close()
-            self.log.close()
-            raise
+    # -- the store's parts (brandmind/store.py) -------------------------------------
+    @property
+    def config(self) -> Config:
+        return self.store.config
 
-    def _open_index(self, *, check_model: bool, repair: bool) -> None:
-        paths = self.paths
-        # a deleted index is created empty and refilled from the log by the catch-up
-        try:
-            self.sql = SQLStore(paths.sqlite_file, model=self.embedder_name, dim=self._dim,
-                                create=True, check_model=check_model)
-        except StoreCorrupt:
-            if not repair:
-                raise
-            stamp = now_millis()
-            for suffix in ("", "-wal", "-shm"):
-                bad = Path(str(paths.sqlite_file) + suffix)
-                if bad.exists():
-                    os.replace(bad, Path(f"{bad}.corrupt-{stamp}"))
-            self.sql = SQLStore(paths.sqlite_file, model=self.embedder_name, dim=self._dim,
-                                create=True, check_model=check_model)
-        self.searcher = Searcher(self.sql)
-        self._catch_up()
+    @property
+    def paths(self) -> Any:
+        return self.store.paths
 
-    # -- plumbing -----------------------------------------------------------
-    def _dim(self) -> int:
-        return int(self.embedder.dim)
+    @property
+    def log(self) -> OpLog:
+        return self.store.log
+
+    @property
+    def blobs(self) -> Any:
+        return self.store.blobs
+
+    @property
+    def sql(self) -> SQLStore:
+        return self.store.sql
+
+    @property
+    def searcher(self) -> Searcher:
+        return self.store.searcher
 
     @property
     def embedder(self) -> Any:
-        if self._embedder is None:
-            from .embed import get_embedder
+        return self.store.embedder
 
-            kind = self.config.embedder
-            options: dict[str, Any] = {}
-            if kind == "local":
-                options = {"cache_dir": self.config.paths.cache_dir, "variant": self.config.local_variant}
-            elif kind == "ollama":
-                options = {"model": self.config.ollama_model, "host": self.config.ollama_host}
-            self._embedder = get_embedder(kind, **options)
-        return self._embedder
+    @property
+    def embedder_name(self) -> str:
+        return self.store.embedder_name
 
     def __enter__(self) -> "Memory":
         return self
@@ -108,61 +82,11 @@ class Memory:
         self.close()
 
     def close(self) -> None:
-        self.sql.close()
-        self.log.close()
-
-    def _embed_docs(self, texts: list[str]) -> np.ndarray:
-        from .errors import ModelMismatch
-
-        vecs = np.asarray(self.embedder.embed_documents(texts), dtype=np.float32)
-        if vecs.ndim != 2 or vecs.shape[1] != self.sql.dim:
-            raise ModelMismatch(
-                f"the embedder returned {vecs.shape[-1]}-d vectors; this store holds {self.sql.dim}-d ones",
-                hint="run `bm reindex` to re-embed the store with the configured model")
-        return vecs
-
-    def _vector_for(self, text: str) -> bytes:
-        raw = self.log.cached_vector(self.sql.model, text)
-        if raw is not None and len(raw) == 4 * self.sql.dim:
-            return raw
-        vec = self._embed_docs([text])[0].tobytes()
-        with self.log.write() as t:
-            t.cache_vector(self.sql.model, text, vec)
-        return vec
-
-    def _catch_up(self, progress: Progress | None = None, *, fresh: dict[int, dict] | None = None,
-                  vectors: dict[str, bytes] | None = None) -> int:
-        """Apply every op the SQLite projection has not seen yet; returns how many.
-        ``fresh`` (arrival -> op) and ``vectors`` (text -> vector): what a caller that just
-        stored ops has in hand already (replication.receive_batch)."""
-        if self.sql.applied() >= self.log.last_arrival():
-            return 0
-        from .replication import catch_up
-
-        vector_for = self._vector_for
-        if vectors:
-            def vector_for(text: str) -> bytes:
-                vec = vectors.get(text)
-                return vec if vec is not None else self._vector_for(text)
-
-        # arrival order, each replica's ops in seq order (brandmind/replication.py)
-        n = catch_up(self.log, self.sql, vector_for, progress, apply=apply_sql_side, fresh=fresh)
-        self.searcher.invalidate()
-        return n
+        self.store.close()
 
     def receive_ops(self, ops: Iterable[dict], *, now_ms: int | None = None, apply: bool = True) -> dict:
-        """Store ops pulled from another replica (sync) and apply them: ``{"received",
-        "duplicates", ...}``.  Ops stamped too far ahead of this device's clock are held
-        back, not applied (brandmind/replication.py); SyncConflict: nothing of the batch is
-        stored.
-        ``apply=False`` leaves applying to SQLite to a later catch-up (another process's,
-        or this one's next).  See brandmind/replication.py."""
-        from .replication import receive_batch
-
-        return receive_batch(self, ops, now_ms=now_ms, apply=apply)
-
-    def _user(self, user: str | None) -> str:
-        return validate.name(user if user is not None else self.config.user, what="user")
+        """Store ops pulled from another replica (sync) and apply them (``Store.receive_ops``)."""
+        return self.store.receive_ops(ops, now_ms=now_ms, apply=apply)
 
     # -- memories -------------------------------------------------------------
     def remember(self, text: str | bytes, *, type: str = "fact", user: str | None = None,
@@ -175,17 +99,17 @@ class Memory:
         text = validate.text(text, limit=self.config.max_memory_chars)
         payload = {
             "id": new_id("m"), "text": text, "type": validate.memory_type(type),
-            "user": self._user(user),
+            "user": self.store.user(user),
             "agent": validate.name(agent, what="agent") if agent is not None else None,
             "importance": validate.importance(importance), "meta": validate.meta(meta),
             "source": "remember", "provenance": [], "valid_from": None, "valid_to": None,
         }
         payload["ts"] = parse_time(ts, field="ts") if ts is not None else now_millis()
-        vec = self._embed_docs([text])[0]
+        vec = self.store.embed_docs([text])[0]
         with self.log.write() as t:
             t.append("memory.add", payload)
             t.cache_vector(self.sql.model, text, vec.tobytes())
-        self._catch_up()
+        self.store.catch_up()
         if extract:
             from .extract import Turn
             from .extract.run import extract_turns
@@ -215,7 +139,7 @@ class Memory:
         and, for the rules, ``would_extract`` lists the facts.  See brandmind/extract/run.py."""
         from .extract.run import as_turns, extract_turns
 
-        user = self._user(user)
+        user = self.store.user(user)
         agent = validate.name(agent, what="agent") if agent is not None else None
         default_ts = parse_time(ts, field="ts") if ts is not None else now_millis()
         return extract_turns(self, as_turns(turns, user=user, ts=default_ts), user=user, agent=agent,
@@ -236,7 +160,7 @@ class Memory:
         where, args = ["1"], []
         if not all_users:
             where.append("user_id = ?")
-            args.append(self._user(user))
+            args.append(self.store.user(user))
         if agent is not None:
             where.append("agent_id = ?")
             args.append(agent)
@@ -276,7 +200,7 @@ class Memory:
                 raise UsageError(f"k must be a whole number from 1 to 1000, got {k_in!r}", hint="e.g. -k 10")
         now_ms = parse_time(now, field="now") if now is not None else now_millis()
         filters = Filters(
-            user=self._user(user),
+            user=self.store.user(user),
             agent=validate.name(agent, what="agent") if agent is not None else None,
             types=tuple(validate.memory_type(t) for t in types),
             since=parse_time(since, field="since"), until=_until(parse_time(until, field="until"), now_ms, now),
@@ -536,18 +460,18 @@ class Memory:
         ``<handle>_service_experience`` block to them."""
         from . import personas
 
-        return personas.assign(self, self._user(user), handle, confidence)
+        return personas.assign(self, self.store.user(user), handle, confidence)
 
     def persona_unrecord(self, user: str | None, handle: str) -> dict:
         from . import personas
 
-        return personas.unassign(self, self._user(user), handle)
+        return personas.unassign(self, self.store.user(user), handle)
 
     def user_personas(self, user: str | None = None) -> list[dict]:
         """The personas ``user`` holds, highest confidence first."""
         from . import personas
 
-        return personas.user_personas(self, self._user(user))
+        return personas.user_personas(self, self.store.user(user))
 
     def persona_detect(self, text: str | bytes, k: int = 3) -> list[dict]:
         """The personas that best fit a piece of conversation, with a confidence from 0 to 1."""
@@ -611,7 +535,7 @@ class Memory:
                 blob = forget_bead_in_log(t, bead_id, hlc_key(op["hlc"]))
                 if blob:
                     t.dead_blobs.append(blob)
-        self._catch_up()
+        self.store.catch_up()
         # graph nodes only these memories named (e.g. the place in a forgotten fact) go too
         orphans = {r[0]: r[1] for r in self.sql.conn.execute(
             f"SELECT id, user_id FROM kg_nodes n WHERE id IN ({','.join('?' * len(nodes))}) "
@@ -622,7 +546,7 @@ class Memory:
                 for node, owner in sorted(orphans.items()):
                     op = t.append("kg.node.remove", {"id": node, "user": owner, "ts": now_millis()})
                     forget_nodes_in_log(t, {node}, hlc_key(op["hlc"]))
-            self._catch_up()
+            self.store.catch_up()
         self.sql.truncate_wal()  # the pages that held the text leave the WAL file too
         return {"memories": ids, "beads": beads, "nodes": sorted(orphans)}
 
@@ -656,7 +580,7 @@ class Memory:
             from .replication import forget_user_in_log
 
             forget_user_in_log(t, op)
-        self._catch_up()
+        self.store.catch_up()
         from .workspace import forget_user_files
 
         counts["files"] = forget_user_files(self, user)  # the workspace (its chunks went above)
@@ -670,7 +594,7 @@ class Memory:
         fts = keyword_query(query, op="AND")
         if fts is None:
             return []
-        f = Filters(user=self._user(user), agent=agent, everything=True)
+        f = Filters(user=self.store.user(user), agent=agent, everything=True)
         where, args = f.sql("m")
         rows = self.sql.rows(
             f"SELECT m.* FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid "
@@ -696,7 +620,7 @@ class Memory:
         if not words:
             return []
         out = []
-        for bead_id in self.log.bead_ids(self._user(user), None):
+        for bead_id in self.log.bead_ids(self.store.user(user), None):
             bead = self.get_bead(bead_id)
             have = set(re.findall(r"\w+", bead["content"].casefold()))
             if all(w in have for w in words):
@@ -730,7 +654,7 @@ class Memory:
                  meta: dict | None = None, ts: str | int | None = None) -> dict:
         content = validate.text(content, what="content")
         bead = self._bead_payload(
-            content, user=self._user(user), role=validate.name(role, what="role"),
+            content, user=self.store.user(user), role=validate.name(role, what="role"),
             speaker=validate.name(speaker, what="speaker") if speaker else None,
             ts=parse_time(ts, field="ts"), thread=validate.name(thread, what="thread") if thread else None,
             source=source, turn_id=turn_id, importance=validate.importance(importance),
@@ -756,7 +680,7 @@ class Memory:
 
     def beads_tail(self, n: int = 20, *, user: str | None = None, thread: str | None = None) -> list[dict]:
         """The last n beads of the user's thread, oldest first (the short-term window)."""
-        user = self._user(user)
+        user = self.store.user(user)
         if int(n) < 0:
             raise UsageError(f"n must be 0 or more, got {n}", hint="e.g. bm beads tail -n 20")
         if int(n) == 0:
@@ -794,7 +718,7 @@ class Memory:
         ``dry_run`` stores nothing and calls no LLM: it reports what would be ingested and,
         with ``extract``, the estimated LLM calls and tokens (rules: the facts found).
         """
-        user = self._user(user)
+        user = self.store.user(user)
         agent = validate.name(agent, what="agent") if agent is not None else None
         if dry_run:
             from .extract.run import dry_run_ingest
@@ -850,7 +774,7 @@ class Memory:
         for _, msg in fresh:
             body = msg["content"] if len(msg["content"]) <= limit else msg["content"][:limit]
             texts.append(f"{msg['speaker']}: {body}" if msg["speaker"] else body)
-        vecs = self._embed_docs(texts)
+        vecs = self.store.embed_docs(texts)
         now = now_millis()
         episodes: dict[str, tuple[int, str]] = {}
         with self.log.write() as t:
@@ -885,7 +809,7 @@ class Memory:
                 if "_beads" in report:
                     report["_beads"].append(bead["id"])
                     report["_fresh"].append(bead["id"])
-        self._catch_up()
+        self.store.catch_up()
         report["ingested"] += stored
 
     def _episode(self, user: str, thread: str, ts: int, last: dict[str, tuple[int, str]]) -> str:
@@ -990,7 +914,7 @@ class Memory:
         from .replication import catch_up
 
         # the same order as the live catch-up: arrival order, each replica's ops in seq order
-        ops = catch_up(self.log, fresh, self._vector_for, progress, apply=apply_sql_side)
+        ops = catch_up(self.log, fresh, self.store.vector_for, progress, apply=apply_sql_side)
         from .sqlstore import copy_device_local
 
         copy_device_local(self.sql, fresh)  # e.g. remote_map: not in the op log
@@ -1002,8 +926,7 @@ class Memory:
         os.replace(tmp, self.paths.sqlite_file)
         for suffix in ("-wal", "-shm"):
             Path(str(tmp) + suffix).unlink(missing_ok=True)
-        self.sql = SQLStore(self.paths.sqlite_file, model=model, dim=lambda: dim, check_model=False)
-        self.searcher = Searcher(self.sql)
+        self.store.swap_index(SQLStore(self.paths.sqlite_file, model=model, dim=lambda: dim, check_model=False))
         if progress:
             progress(ops, total)
         return {"ops": ops, "memories": self._count("memories"), "beads": self.log.count("beads"),
@@ -1026,8 +949,7 @@ class Memory:
         dim = int(self.embedder.dim)
         with self.sql.write():
             self.sql.replace_vectors(zip(rows, vecs), name, dim)
-        self.embedder_name = name
-        self.searcher = Searcher(self.sql)
+        self.store.swap_index(self.sql, name)
         return {"memories": len(rows), "model": name, "dim": dim}
 
     def _count(self, table: str) -> int:

@@ -324,7 +324,7 @@ def define(mem: "Memory", raw: dict, *, source: str = "user") -> dict:
     existed = mem.sql.conn.execute("SELECT 1 FROM personas WHERE handle=?", (p["handle"],)).fetchone()
     with mem.log.write() as t:
         t.append("persona.define", _define_payload(p, source=source, ts=now_millis()))
-    mem._catch_up()
+    mem.store.catch_up()
     return {**get(mem, p["handle"]), "updated": existed is not None}
 
 
@@ -340,7 +340,7 @@ def define_many(mem: "Memory", raws: Iterable[dict], *, source: str = "user") ->
     with mem.log.write() as t:
         for p in items:
             t.append("persona.define", _define_payload(p, source=source, ts=now))
-    mem._catch_up()
+    mem.store.catch_up()
     return [{**get(mem, h), "updated": h in stored} for h in handles]
 
 
@@ -353,7 +353,7 @@ def load_starters(mem: "Memory") -> dict:
         with mem.log.write() as t:
             for p in todo:
                 t.append("persona.define", _define_payload(p, source="starter", ts=now))
-        mem._catch_up()
+        mem.store.catch_up()
     return {"loaded": [p["handle"] for p in todo], "already_stored": sorted(set(_starters()) & stored)}
 
 
@@ -392,7 +392,7 @@ def assign(mem: "Memory", user: str, handle: str, confidence: float = 1.0, *,
         if not has_block:
             t.append(*blocks.persona_block_op(handle))
         t.append("persona.assign", payload)
-    mem._catch_up()
+    mem.store.catch_up()
     blocks.ensure_persona_block(mem, handle)  # a no-op now; defines it if a replay lost it
     held = next(p for p in user_personas(mem, user) if p["handle"] == handle)
     return {**held, "user": user, "persona": get(mem, handle)}
@@ -409,7 +409,7 @@ def unassign(mem: "Memory", user: str, handle: str) -> dict:
                        hint=f"see the user's personas with `bm persona list --user {user}`")
     with mem.log.write() as t:
         t.append("persona.unassign", {"user": user, "handle": handle})
-    mem._catch_up()
+    mem.store.catch_up()
     return {"user": user, "handle": handle, "unassigned": True}
 
 
@@ -607,7 +607,7 @@ def put_doc(mem: "Memory", raw: dict, *, agent: str = DEFAULT_AGENT, merge: bool
                            hint=f"give version {row[1] + 1} or more (or leave the version out)")
     with mem.log.write() as t:
         t.append("persona.doc", {"agent": agent, "doc": doc, "ts": now_millis()})
-    mem._catch_up()
+    mem.store.catch_up()
     return get_doc(mem, agent)
 
 

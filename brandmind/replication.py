@@ -44,6 +44,7 @@ from .projection import apply_log_side, hlc_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from .memory import Memory
+    from .store import Store
     from .oplog import LogTxn, OpLog
     from .sqlstore import SQLStore
 
@@ -497,16 +498,16 @@ def held_top(log: "OpLog", replica: str, after: int) -> int:
     return top
 
 
-def accept_held(mem: "Memory", replica: str | None = None, *, apply: bool = True) -> int:
+def accept_held(store: "Store", replica: str | None = None, *, apply: bool = True) -> int:
     """Receive the held ops (of one replica) whatever their stamps: the local HLC moves past
     them (so this device's next ops are stamped as far ahead).  Returns how many."""
-    got = receive_batch(mem, [], apply=apply, accept=(lambda r: True) if replica is None else (lambda r: r == replica))
+    got = receive_batch(store, [], apply=apply, accept=(lambda r: True) if replica is None else (lambda r: r == replica))
     return got.get("released", 0)
 
 
-def receive_batch(mem: "Memory", ops: Iterable[dict], *, now_ms: int | None = None, apply: bool = True,
+def receive_batch(store: "Store", ops: Iterable[dict], *, now_ms: int | None = None, apply: bool = True,
                   accept: Callable[[str], bool] | None = None) -> dict:
-    """``Memory.receive_ops``: store the ops (one LMDB transaction: all or nothing), then
+    """``Store.receive_ops``: store the ops (one LMDB transaction: all or nothing), then
     bring the SQLite projection up to date (which embeds pulled memories locally).
 
     Held ops that are now within the window (or that ``accept`` takes) are received first;
@@ -520,21 +521,21 @@ def receive_batch(mem: "Memory", ops: Iterable[dict], *, now_ms: int | None = No
 
     ops = [screen(op) for op in ops]  # an invalid op is stored refused (brandmind/opcheck.py)
     received = duplicates = 0
-    if not ops and accept is None and not has_held(mem.log):
+    if not ops and accept is None and not has_held(store.log):
         return {"received": 0, "duplicates": 0}
-    max_skew = int(mem.config.sync_max_skew_ms)
+    max_skew = int(store.config.sync_max_skew_ms)
     now = now_ms if now_ms is not None else clock.now_millis()
-    vectors = _embed_ahead(mem, ops)
-    with mem.log.write() as t:
+    vectors = _embed_ahead(store, ops)
+    with store.log.write() as t:
         t._batch = True  # one scan of the log for late nodes of forgotten users, at the end
         t.fresh = {}
         counters = Counters(t)
         for text, vec in vectors.items():
-            t.cache_vector(mem.sql.model, text, vec)
+            t.cache_vector(store.sql.model, text, vec)
         held = Held(t)
         released = _release(t, held, counters, now=now, max_skew_ms=max_skew, accept=accept)
         for op in released:
-            _forgotten_here(mem, t, op)
+            _forgotten_here(store, t, op)
         for op in ops:
             got = receive(t, op, max_skew_ms=max_skew, now_ms=now, counters=counters, held=held)
             if got is None:
@@ -543,12 +544,12 @@ def receive_batch(mem: "Memory", ops: Iterable[dict], *, now_ms: int | None = No
                 duplicates += 1
                 continue
             received += 1
-            _forgotten_here(mem, t, op)
+            _forgotten_here(store, t, op)
         flush_late_nodes(t)
         counters.flush(t)
         fresh = dict(t.fresh.values())
     if (received or released) and apply:
-        mem._catch_up(fresh=fresh, vectors=vectors)
+        store.catch_up(fresh=fresh, vectors=vectors)
     out = {"received": received, "duplicates": duplicates}
     if held.count:
         out["held"] = held.count
@@ -557,30 +558,30 @@ def receive_batch(mem: "Memory", ops: Iterable[dict], *, now_ms: int | None = No
     return out
 
 
-def _forgotten_here(mem: "Memory", t: "LogTxn", op: dict) -> None:
+def _forgotten_here(store: "Store", t: "LogTxn", op: dict) -> None:
     """A received ``memory.forget`` of a memory added here (not received): found through the index."""
     p = op["payload"]
     if op["kind"] == "memory.forget" and isinstance(p.get("id"), str) and not p.get("redacted"):
-        row = mem.sql.conn.execute("SELECT op_id FROM memories WHERE id=?", (p["id"],)).fetchone()
+        row = store.sql.conn.execute("SELECT op_id FROM memories WHERE id=?", (p["id"],)).fetchone()
         if row is not None:
             t.redact(row[0], {"id": p["id"], "redacted": True})
 
 
-def _embed_ahead(mem: "Memory", ops: list[dict], batch: int = 256) -> dict[str, bytes]:
+def _embed_ahead(store: "Store", ops: list[dict], batch: int = 256) -> dict[str, bytes]:
     """The vectors (this device's model) of pulled memories' texts that the vector cache
     lacks, made in batches before any lock is taken: text -> float32 bytes."""
-    model = mem.sql.model
+    model = store.sql.model
     texts = list(dict.fromkeys(
         op["payload"]["text"] for op in ops
         if isinstance(op, dict) and op.get("kind") == "memory.add" and isinstance(op.get("payload"), dict)
         and isinstance(op["payload"].get("text"), str) and not op["payload"].get("redacted")))
-    with mem.log.read() as txn:
-        vcache = mem.log.db["vcache"]
+    with store.log.read() as txn:
+        vcache = store.log.db["vcache"]
         texts = [text for text in texts if txn.get(text_key(model, text), db=vcache) is None]
     out: dict[str, bytes] = {}
     for i in range(0, len(texts), batch):
         chunk = texts[i:i + batch]
-        for text, vec in zip(chunk, mem._embed_docs(chunk)):
+        for text, vec in zip(chunk, store.embed_docs(chunk)):
             out[text] = vec.tobytes()
     return out
 

@@ -365,21 +365,21 @@ def _write(mem: "Memory", skills: list[dict], ts: int | None = None) -> None:
         return
     texts = [_vector_text(s) for s in skills]
     missing = [t for t in dict.fromkeys(texts) if mem.log.cached_vector(mem.sql.model, t) is None]
-    vecs = mem._embed_docs(missing) if missing else []
+    vecs = mem.store.embed_docs(missing) if missing else []
     now = ts if ts is not None else now_millis()
     with mem.log.write() as t:
         for skill in skills:
             t.append("skill.add", {**skill, "ts": skill.get("ts", now)})
         for text, vec in zip(missing, vecs):
             t.cache_vector(mem.sql.model, text, vec.tobytes())
-    mem._catch_up()
+    mem.store.catch_up()
 
 
 def remove(mem: "Memory", name: str) -> dict:
     item = get(mem, name)
     with mem.log.write() as t:
         t.append("skill.remove", {"name": item["name"], "ts": now_millis()})
-    mem._catch_up()
+    mem.store.catch_up()
     return item
 
 
@@ -407,7 +407,7 @@ def match(mem: "Memory", query: Any, k: int = 5) -> list[dict]:
     cached = {t: mem.log.cached_vector(mem.sql.model, t) for t in dict.fromkeys(texts)}
     missing = [t for t, v in cached.items() if v is None or len(v) != 4 * mem.sql.dim]
     if missing:
-        vecs = mem._embed_docs(missing)
+        vecs = mem.store.embed_docs(missing)
         with mem.log.write() as t:
             for text, vec in zip(missing, vecs):
                 t.cache_vector(mem.sql.model, text, vec.tobytes())

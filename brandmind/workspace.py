@@ -458,7 +458,7 @@ def refresh(mem: "Memory", user: str | None = None, *, full: bool = False) -> di
     """Re-index the files of ``user``'s workspace changed since they were indexed (on disk,
     behind bm's back), forget the chunks of files gone; None when nothing changed (the
     cheap path: a directory scan and two indexed queries).  ``full``: re-hash every file."""
-    user = mem._user(user)
+    user = mem.store.user(user)
     disk = _scan(backend_for(mem, user))
     cache = _cache(mem, user)
     indexed = _indexed(mem, user)
@@ -487,7 +487,7 @@ def reindex(mem: "Memory", user: str, paths: Iterable[str], *, backend: Backend 
     backend = backend or backend_for(mem, user)
     report: dict[str, Any] = {"indexed": [], "removed": [], "unchanged": [], "chunks": 0, "forgotten": 0}
     with _lock(mem):
-        mem._catch_up()
+        mem.store.catch_up()
         indexed = _indexed(mem, user)
         cache = _cache(mem, user)
         forget: list[tuple[str, str]] = []
@@ -534,7 +534,7 @@ def reindex(mem: "Memory", user: str, paths: Iterable[str], *, backend: Backend 
         if forget or adds:
             texts = [a["text"] for a in adds]
             missing = [t for t in dict.fromkeys(texts) if mem.log.cached_vector(mem.sql.model, t) is None]
-            vecs = mem._embed_docs(missing) if missing else []
+            vecs = mem.store.embed_docs(missing) if missing else []
             with mem.log.write() as t:
                 for mid, op_id in forget:
                     t.append("memory.forget", {"id": mid})
@@ -543,7 +543,7 @@ def reindex(mem: "Memory", user: str, paths: Iterable[str], *, backend: Backend 
                     t.append("memory.add", payload)
                 for text, vec in zip(missing, vecs):
                     t.cache_vector(mem.sql.model, text, vec.tobytes())
-            mem._catch_up()
+            mem.store.catch_up()
         with mem.sql.write():
             for path, row in stats.items():
                 if row is None:
@@ -571,7 +571,7 @@ class Workspace:
 
     def __init__(self, mem: "Memory", user: str | None = None, backend: Backend | None = None) -> None:
         self.mem = mem
-        self.user = mem._user(user)
+        self.user = mem.store.user(user)
         self.root = workspace_root(mem.paths.data_dir, self.user)
         self.backend: Backend = backend or backend_for(mem, self.user)
 

@@ -131,7 +131,7 @@ def recall(
             from brandmind.sync.assist import assisted_recall
 
             mem.embedder  # noqa: B018 - loaded once here, not by both the recall and a remote's thread at once
-            results, reports = assisted_recall(local, helpers, text, user=mem._user(user), k=k or 10, forced=remote)
+            results, reports = assisted_recall(local, helpers, text, user=mem.store.user(user), k=k or 10, forced=remote)
             for rep in reports:
                 if rep["status"] != "ok":
                     info(f"note: remote {rep['remote']} {rep['status']} ({rep.get('message')}): "
@@ -266,7 +266,7 @@ def forget(
             found = mem.match(match or "", user=user)
             turns = mem.match_beads(match or "", user=user)
             if not found and not turns:
-                info(f"nothing matched {match!r} for user {mem._user(user)!r}: nothing forgotten")
+                info(f"nothing matched {match!r} for user {mem.store.user(user)!r}: nothing forgotten")
                 result = {"forgotten": [], "beads": []}
             else:
                 if not yes and not sys.stdin.isatty():

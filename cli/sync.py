@@ -427,7 +427,7 @@ def sync_accept(
             info(f"Warning: this device's clock (HLC) jumps {span(jump)} ahead to take these ops: its own "
                  "next ops are stamped that far ahead too, and other devices hold them until their clocks "
                  "catch up (or they accept them)")
-        n = accept_held(mem, replica)
+        n = accept_held(mem.store, replica)
         out = {"accepted": n, "replicas": [h["replica"] for h in held], "hlc_jump_ms": max(0, jump)}
     if wants_json(as_json):
         emit_json(out)

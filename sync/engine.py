@@ -191,7 +191,7 @@ def _round(mem: Any, remote: Any, *, push: bool, pull: bool, fault: Callable[[st
             finally:
                 if helper is not None:
                     helper.finish()
-                    mem._catch_up()  # whatever the helper did not get to
+                    mem.store.catch_up()  # whatever the helper did not get to
                     if helper.failure:  # not an error: only slower
                         report["applier"] = helper.failure
         report["remote_heads"] = dict(sorted(heads.items()))

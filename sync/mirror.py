@@ -505,7 +505,7 @@ class MirrorRemote:
             return None
         import numpy as np
 
-        raw = self.mem._vector_for(text)
+        raw = self.mem.store.vector_for(text)
         return [float(x) for x in np.frombuffer(raw, dtype=np.float32)]
 
     def _plan_edge(self, plan: MirrorPlan, edge_id: str, op_id: str, history: bool, touched_retire: bool) -> None:
@@ -646,13 +646,13 @@ class MirrorRemote:
                 if ended:
                     ops.append(retire)
         if ops:
-            vecs = mem._embed_docs(texts) if texts else []
+            vecs = mem.store.embed_docs(texts) if texts else []
             with mem.log.write() as t:
                 for kind, payload in ops:
                     t.append(kind, payload)
                 for text, vec in zip(texts, vecs):
                     t.cache_vector(mem.sql.model, text, vec.tobytes())
-            mem._catch_up()
+            mem.store.catch_up()
         self._map(new_map)
         return {"imported": imported, "retired": retired, "users": len(user_list)}
 

@@ -256,7 +256,6 @@ def _install(mem: Any, remote: Any, new: Path, work: Path, manifest: dict, t0: f
     finally:
         env.close()
     paths = mem.paths
-    config, embedder = mem.config, mem._embedder
     mem.close()
     old = work / "old"
     old.mkdir()
@@ -275,9 +274,9 @@ def _install(mem: Any, remote: Any, new: Path, work: Path, manifest: dict, t0: f
             elif dst.exists():
                 dst.unlink()
             os.replace(src, dst)
-        mem.__init__(config=config, embedder=embedder)
+        mem.store.reopen()
         raise
-    mem.__init__(config=config, embedder=embedder, check_model=False)
+    mem.store.reopen(check_model=False)
     reembedded = 0
     if mem.sql.model != mem.embedder_name or mem.sql.dim != int(mem.embedder.dim):
         reembedded = mem.reindex()["memories"]

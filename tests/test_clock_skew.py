@@ -88,7 +88,7 @@ class SkewSim(Sim):
         exports = []
         for i in self.healthy:
             mem = self.mems[i]
-            mem._catch_up()
+            mem.store.catch_up()
             log = {op["id"] for op in mem.log.iter_ops()}
             held = _held_ids(mem)
             assert held == want_held, f"replica {i} holds {sorted(held)[:4]}, not {sorted(want_held)[:4]}"
@@ -134,7 +134,7 @@ def run_skew(n, bad, shift, bad_grain, faults, actions, release: str) -> None:
         else:
             for i in sim.healthy:
                 with sim.on(i) as mem:
-                    replication.accept_held(mem)
+                    replication.accept_held(mem.store)
         sim.quiesce()
         for mem in sim.mems:
             assert not _held_ids(mem)
@@ -260,7 +260,7 @@ def test_a_held_op_holds_the_later_ops_of_its_replica_only(trio):
         with pytest.raises(SyncConflict, match="share replica id"):
             b.receive_ops([{**ops[0], "hlc": [BASE + HOUR, 5, a.log.replica]}])
         # accepting one replica: applied in seq order, the clock jumps past them
-        assert replication.accept_held(b, a.log.replica) == 2
+        assert replication.accept_held(b.store, a.log.replica) == 2
         assert sorted(m["text"] for m in b.list_memories(user="ann")) == ["Ann likes tea", "Ann lives in Paris"]
         assert _hlc(b)[0] == BASE + HOUR and not replication.held_ops(b.log)
 

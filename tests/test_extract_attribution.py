@@ -232,7 +232,7 @@ def test_stored_rows_with_an_old_spelling_still_reconcile_and_rebuild_normalises
                                     "user": "bob", "agent": None, "importance": 0.5, "meta": {},
                                     "source": "import", "provenance": [], "ts": TS, "subject": "Bob",
                                     "predicate": "Works At", "object": "Acme"})
-        mem._catch_up()
+        mem.store.catch_up()
         assert mem.get("m_oldspelling")["predicate"] == "works_at"
         mem.rebuild()
         assert {r["predicate"] for r in mem.sql.rows("SELECT predicate FROM memories WHERE subject IS NOT NULL")} \

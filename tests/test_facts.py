@@ -110,7 +110,7 @@ def test_as_of_leaves_out_corrections_and_now_leaves_out_ended_facts(mem):
     with mem.log.write() as t:  # retired as a correction: never true
         t.append("memory.retire", {"id": a, "user": "ann", "retired_at": 1, "valid_to": None, "by": None,
                                    "reason": "wrong"})
-    mem._catch_up()
+    mem.store.catch_up()
     where, args = F.current_sql("m")
     assert texts_where(mem, where, args) == []
     where, args = F.current_sql("m", as_of="2011-01-01")
@@ -414,7 +414,7 @@ def _apply(ops: list[tuple[str, dict]], home: Path) -> tuple:
                                     "meta": {}, "subject": "Ann", "predicate": "lives_in", "object": "Lisbon"})
             for kind, payload in ops:
                 t.append(kind, payload)
-        m._catch_up()
+        m.store.catch_up()
         r = row(m, "m_x")
         return (r["retired_at"], r["valid_to"], r["superseded_by"], r["meta"], r["confirmations"],
                 sorted(json.loads(r["provenance"]), key=json.dumps), r["updated_at"])
@@ -439,7 +439,7 @@ def test_retire_and_confirm_of_a_missing_memory_do_nothing(mem):
                                    "by": None, "reason": ""})
         t.append("memory.confirm", {"id": "m_missing", "user": "ann", "ts": 1, "provenance": []})
         t.append("kg.edge.retire", {"id": "e_missing", "retired_at": 1, "valid_to": None})
-    assert mem._catch_up() == 3
+    assert mem.store.catch_up() == 3
     assert mem._count("memories") == 0
 
 
@@ -497,7 +497,7 @@ def test_a_late_link_or_mention_of_a_forgotten_memory_is_not_created(mem):
         t.append("kg.mention", {"node": node, "memory": b})
         t.append("kg.edge", {"id": "e_ok", "src": node, "dst": a, "predicate": "relates_to", "weight": 0.5,
                              "evidence": [], "meta": {}, "ts": 1})
-    mem._catch_up()
+    mem.store.catch_up()
     assert [r[0] for r in mem.sql.conn.execute("SELECT id FROM kg_edges")] == ["e_ok"]
     assert mem._count("kg_mentions") == 0
     before = dump(mem)

@@ -369,7 +369,7 @@ def test_an_op_whose_apply_fails_is_quarantined_and_the_rest_applies(store: Path
             if op["payload"].get("id") == "m_second":
                 raise KeyError("boom")  # after writing rows: they must be rolled back
 
-        assert catch_up(mem.log, mem.sql, mem._vector_for, apply=flaky) == 3
+        assert catch_up(mem.log, mem.sql, mem.store.vector_for, apply=flaky) == 3
         ids = {r[0] for r in mem.sql.conn.execute("SELECT id FROM memories")}
         assert ids == {"m_first", "m_third"}
         [q] = opcheck.quarantined(mem.sql)

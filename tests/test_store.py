@@ -423,8 +423,8 @@ def test_a_replayed_add_does_not_resurrect_a_forgotten_memory(home, tmp_path):
         assert forget_op["kind"] == "memory.forget"
         # the original (unredacted) add arrives again, e.g. from a replica that had not heard of the forget
         with mem.sql.write():
-            projection.apply_sql_side(mem.sql, add_op, mem._vector_for)
-            projection.apply_sql_side(mem.sql, add_op, mem._vector_for)
+            projection.apply_sql_side(mem.sql, add_op, mem.store.vector_for)
+            projection.apply_sql_side(mem.sql, add_op, mem.store.vector_for)
         with pytest.raises(NotFound):
             mem.get(m["id"])
         assert mem.recall("locker code", user="ann") == []
@@ -432,8 +432,8 @@ def test_a_replayed_add_does_not_resurrect_a_forgotten_memory(home, tmp_path):
         # forget arriving before the add: the add still loses
         fresh = SQLStore(tmp_path / "fresh.sqlite", model=mem.sql.model, dim=lambda: mem.sql.dim, create=True)
         with fresh.write():
-            projection.apply_sql_side(fresh, forget_op, mem._vector_for)
-            projection.apply_sql_side(fresh, add_op, mem._vector_for)
+            projection.apply_sql_side(fresh, forget_op, mem.store.vector_for)
+            projection.apply_sql_side(fresh, add_op, mem.store.vector_for)
         assert fresh.memory_ids() == []
 
         # a user forget hides adds stamped before it, not the ones after it
@@ -444,9 +444,9 @@ def test_a_replayed_add_does_not_resurrect_a_forgotten_memory(home, tmp_path):
         late = {**add_op, "id": "r_y:2", "hlc": [add_op["hlc"][0] + 20, 0, "r_y"],
                 "payload": {**add_op["payload"], "id": "m_late"}}
         with fresh.write():
-            projection.apply_sql_side(fresh, user_forget, mem._vector_for)
-            projection.apply_sql_side(fresh, early, mem._vector_for)
-            projection.apply_sql_side(fresh, late, mem._vector_for)
+            projection.apply_sql_side(fresh, user_forget, mem.store.vector_for)
+            projection.apply_sql_side(fresh, early, mem.store.vector_for)
+            projection.apply_sql_side(fresh, late, mem.store.vector_for)
         assert fresh.memory_ids() == ["m_late"]
         fresh.close()
 
@@ -646,7 +646,7 @@ def test_property_check_catches_a_broken_projection(monkeypatch):
     """The property has teeth: a projection that skips ``memory.forget`` (a plausible bug) is
     caught.  The live store keeps the forgotten memory (the forget was skipped) while the rebuild
     leaves it out (its add op was redacted), so the exports differ."""
-    import brandmind.memory as memory_module
+    import brandmind.store as memory_module
 
     real = projection.apply_sql_side
 

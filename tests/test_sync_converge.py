@@ -213,18 +213,18 @@ class Sim:
 
     def do_crash_index(self, mem, i, target):
         """A crash after pulled ops are in the log but before the index applied them."""
-        real = mem._catch_up
+        real = mem.store.catch_up
 
         def crash(*a, **k):
             raise Crash("catch_up")
 
-        mem._catch_up = crash
+        mem.store.catch_up = crash
         try:
             with contextlib.suppress(Crash):
                 sync_once(mem, self.remote_for(i, target), push=False)
         finally:
-            del mem._catch_up
-        assert mem._catch_up.__func__ is real.__func__
+            del mem.store.catch_up
+        assert mem.store.catch_up.__func__ is real.__func__
 
     # -- quiescence and the checks -----------------------------------------------------------------
     def quiesce(self, state_of=None, *, same: bool = True) -> None:
@@ -249,7 +249,7 @@ class Sim:
     def check(self) -> None:
         exports = []
         for mem in self.mems:
-            mem._catch_up()
+            mem.store.catch_up()
             exports.append(list(export_lines(mem)))
         for i, ex in enumerate(exports[1:], 1):
             assert ex == exports[0], _diff(exports[0], ex, f"replica 0 vs replica {i}")
