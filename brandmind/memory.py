@@ -84,6 +84,8 @@ class Memory:
     def close(self) -> None:
         self.store.close()
 
+    # -- sub-APIs (one cached property each: mem.blocks, mem.personas, mem.skills, mem.graph, mem.facts)
+
     def receive_ops(self, ops: Iterable[dict], *, now_ms: int | None = None, apply: bool = True) -> dict:
         """Store ops pulled from another replica (sync) and apply them (``Store.receive_ops``)."""
         return self.store.receive_ops(ops, now_ms=now_ms, apply=apply)
