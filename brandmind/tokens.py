@@ -40,9 +40,13 @@ WordPiece (one ``encode_batch_fast`` call; loading tokenizer.json once costs
 """
 from __future__ import annotations
 
+import importlib.util
 import re
 import threading
 from typing import Any, Protocol, Sequence
+
+from .embed.minilm import INSTALL_HINT, model_dir
+from .errors import EmbedderUnavailable, InvalidInput
 
 WORDPIECE = "wordpiece:all-MiniLM-L6-v2"
 REGEX = "regex:words+punct"
@@ -76,8 +80,6 @@ class WordPieceCounter:
 
                     path = self._file
                     if path is None:
-                        from .embed.local import model_dir
-
                         path = str(model_dir() / "tokenizer.json")
                     tok = Tokenizer.from_file(path)
                     tok.no_padding()  # tokenizer.json pads and truncates to 128
@@ -131,15 +133,9 @@ _default_lock = threading.Lock()
 
 def wordpiece_available() -> bool:
     """Whether the embedded model's tokenizer can be used (package and ``tokenizers`` present)."""
-    import importlib.util
-
-    from .errors import EmbedderUnavailable
-
     if importlib.util.find_spec("tokenizers") is None:
         return False
     try:
-        from .embed.local import model_dir
-
         model_dir()
     except EmbedderUnavailable:
         return False
@@ -154,15 +150,10 @@ def get_counter(kind: str | None = None) -> TokenCounter:
         return RegexCounter()
     if kind == "wordpiece":
         if not wordpiece_available():
-            from .errors import EmbedderUnavailable
-            from .embed.local import _INSTALL_HINT
-
             raise EmbedderUnavailable("the WordPiece token counter needs the embedded model's tokenizer",
-                                      hint=_INSTALL_HINT)
+                                      hint=INSTALL_HINT)
         return WordPieceCounter()
     if kind is not None:
-        from .errors import InvalidInput
-
         raise InvalidInput(f"unknown token counter {kind!r}", hint="use wordpiece or regex")
     if _default is None:
         with _default_lock:

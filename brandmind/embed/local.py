@@ -60,10 +60,32 @@ import numpy as np
 
 from ..errors import EmbedderUnavailable, InvalidInput
 from .base import check_texts
-from .local_build import (build_fp32_model, build_lock, build_model, calibration_texts, make_static,
-                          quantize_int8, save_model, say_building)
-from .minilm import (BUILD_VERSION, BUNDLED_DIR, DEFAULT_VARIANT, DIM, DISABLED_FUSIONS, INSTALL_HINT,
-                     MAX_TOKENS, MODEL_ID, NAME, VARIANTS, cache_file, load_tokenizer, model_dir, model_name)
+from .local_build import (
+    build_fp32_model,
+    build_lock,
+    build_model,
+    calibration_texts,
+    make_static,
+    quantize_int8,
+    save_model,
+    say_building,
+)
+from .minilm import (
+    BUILD_VERSION,
+    BUNDLED_DIR,
+    DEFAULT_VARIANT,
+    DIM,
+    DISABLED_FUSIONS,
+    INSTALL_HINT,
+    MAX_TOKENS,
+    MODEL_ID,
+    NAME,
+    VARIANTS,
+    cache_file,
+    load_tokenizer,
+    model_dir,
+    model_name,
+)
 
 __all__ = ["LocalEmbedder", "BUILD_VERSION", "BUNDLED_DIR", "DEFAULT_VARIANT", "DIM", "INSTALL_HINT",
            "MAX_TOKENS", "MODEL_ID", "NAME", "VARIANTS", "build_fp32_model", "build_model", "cache_file",

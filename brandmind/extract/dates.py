@@ -29,16 +29,16 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 
-__all__ = ["DateSpan", "find_date", "find_dates"]
+__all__ = ["DateSpan", "MONTHS", "MONTH_NAMES", "find_date", "find_dates"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MONTHS = {
+MONTHS = {
     "January": 1, "Jan": 1, "February": 2, "Feb": 2, "March": 3, "Mar": 3, "April": 4, "Apr": 4,
     "May": 5, "June": 6, "Jun": 6, "July": 7, "Jul": 7, "August": 8, "Aug": 8,
     "September": 9, "Sept": 9, "Sep": 9, "October": 10, "Oct": 10, "November": 11, "Nov": 11,
     "December": 12, "Dec": 12,
 }
-_MONTH_NAMES = ["January", "February", "March", "April", "May", "June", "July", "August",
+MONTH_NAMES = ["January", "February", "March", "April", "May", "June", "July", "August",
                 "September", "October", "November", "December"]
 _WEEKDAYS = {"monday": 0, "tuesday": 1, "wednesday": 2, "thursday": 3, "friday": 4,
              "saturday": 5, "sunday": 6}
@@ -59,13 +59,13 @@ class DateSpan:
         """An absolute English phrase: "on 5 May 2024", "in May 2024", "in 2024"..."""
         d = _to_date(self.start)
         if self.grain == "day":
-            return f"on {d.day} {_MONTH_NAMES[d.month - 1]} {d.year}"
+            return f"on {d.day} {MONTH_NAMES[d.month - 1]} {d.year}"
         if self.grain == "weekend":
-            return f"on the weekend of {d.day} {_MONTH_NAMES[d.month - 1]} {d.year}"
+            return f"on the weekend of {d.day} {MONTH_NAMES[d.month - 1]} {d.year}"
         if self.grain == "week":
-            return f"in the week of {d.day} {_MONTH_NAMES[d.month - 1]} {d.year}"
+            return f"in the week of {d.day} {MONTH_NAMES[d.month - 1]} {d.year}"
         if self.grain == "month":
-            return f"in {_MONTH_NAMES[d.month - 1]} {d.year}"
+            return f"in {MONTH_NAMES[d.month - 1]} {d.year}"
         return f"in {d.year}"
 
 
@@ -116,7 +116,7 @@ def _safe_date(year: int, month: int, day: int) -> date | None:
         return None
 
 
-_MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_MONTH_RE = "|".join(sorted(MONTHS, key=len, reverse=True))
 _NUM_RE = r"\d{1,3}|a couple of|a couple|couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
 _ORD = r"(?:st|nd|rd|th)?"
 _WD = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
@@ -154,100 +154,132 @@ def _number(word: str) -> int | None:
 
 
 def _resolve(kind: str, m: re.Match[str], ref: date | None, tense: str) -> DateSpan | None:
+    """The span the phrase ``m`` (of pattern ``kind``) names, said on ``ref`` (None: unknown)."""
     future = tense == "future"
-    if kind == "iso":
-        d = _safe_date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-        return _day(d) if d else None
-    if kind in ("dmy", "mdy", "my"):
-        month = _MONTHS[m.group("m")]
-        y = m.group("y")
-        if kind == "my":
-            return _month(int(y), month)
-        day = int(m.group("d"))
-        if y:
-            d = _safe_date(int(y), month, day)
-            return _day(d) if d else None
-        if ref is None:
-            return None
-        d = _safe_date(ref.year, month, day)
-        if d is None:
-            return None
-        if not future and d > ref + timedelta(days=1):  # "on May 7" said in March: last year's
-            d = _safe_date(ref.year - 1, month, day)
-        elif future and d < ref:
-            d = _safe_date(ref.year + 1, month, day)
-        return _day(d) if d else None
-    if kind == "year":
-        return _year(int(m.group("y")))
+    if kind in _ABSOLUTE:
+        return _ABSOLUTE[kind](kind, m, ref, future)
     if ref is None:
         return None
-    if kind.startswith("day_"):
-        offset = {"day_m2": -2, "day_m1": -1, "day_0": 0, "day_p1": 1, "day_p2": 2}[kind]
-        return _day(ref + timedelta(days=offset))
-    if kind in ("ago", "in_n"):
-        if kind == "in_n" and not future:  # "I did it in two weeks" is a duration
-            return None
-        n = _number(m.group("n"))
-        if n is None or n > 500:
-            return None
-        n = n if kind == "in_n" else -n
-        unit = m.group("unit").lower()
-        if unit == "day":
-            return _day(ref + timedelta(days=n))
-        if unit == "week":
-            return _week(ref + timedelta(weeks=n))
-        if unit == "month":
-            return _month(*_add_months(ref, n))
-        return _year(ref.year + n)
-    if kind == "rel_unit":
-        rel = m.group("rel").lower()
-        step = {"last": -1, "this past": -1, "past": -1, "this": 0, "next": 1}[rel]
-        unit = m.group("unit").lower()
-        if unit == "weekend":
-            base = _weekend(ref)
-            if step == 0:
-                return base
-            # "last weekend" said on a Sunday is the one just gone; said on a Monday too
-            if step < 0:
-                d = ref - timedelta(days=ref.weekday() + 2) if ref.weekday() < 5 else ref - timedelta(days=7)
-                return _weekend(d)
-            # "next weekend" said on a weekday is the coming one; said on a weekend, the one after
-            return _weekend(ref if ref.weekday() < 5 else ref + timedelta(days=7))
-        if unit == "week":
-            return _week(ref + timedelta(weeks=step))
-        if unit == "month":
-            return _month(*_add_months(ref, step))
-        return _year(ref.year + step)
-    if kind == "weekday":
-        rel = m.group("rel").lower()
-        wd = _WEEKDAYS[m.group("wd").lower()]
-        back = (ref.weekday() - wd) % 7  # days since the most recent such weekday (0 = today)
-        fwd = (wd - ref.weekday()) % 7
-        if rel in ("last", "this past"):
-            d = ref - timedelta(days=back or 7)
-        elif rel == "next":
-            d = ref + timedelta(days=fwd or 7)
-        elif future:  # "on Friday", "this Friday" about the future
-            d = ref + timedelta(days=fwd)
-        else:
-            d = ref - timedelta(days=back)
-        return _day(d)
-    if kind == "in_month":
-        month = _MONTHS[m.group("m")]
-        lead = m.group(0).split()[0].lower()
+    return _RELATIVE[kind](kind, m, ref, future)
+
+
+def _iso(kind: str, m: re.Match[str], ref: date | None, future: bool) -> DateSpan | None:
+    d = _safe_date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    return _day(d) if d else None
+
+
+def _calendar(kind: str, m: re.Match[str], ref: date | None, future: bool) -> DateSpan | None:
+    """ "7 May 2023", "May 7th", "May 2023"; a day without a year is the nearest one in the tense."""
+    month = MONTHS[m.group("m")]
+    y = m.group("y")
+    if kind == "my":
+        return _month(int(y), month)
+    day = int(m.group("d"))
+    if y:
+        d = _safe_date(int(y), month, day)
+        return _day(d) if d else None
+    if ref is None:
+        return None
+    d = _safe_date(ref.year, month, day)
+    if d is None:
+        return None
+    if not future and d > ref + timedelta(days=1):  # "on May 7" said in March: last year's
+        d = _safe_date(ref.year - 1, month, day)
+    elif future and d < ref:
+        d = _safe_date(ref.year + 1, month, day)
+    return _day(d) if d else None
+
+
+def _in_year(kind: str, m: re.Match[str], ref: date | None, future: bool) -> DateSpan | None:
+    return _year(int(m.group("y")))
+
+
+def _day_offset(kind: str, m: re.Match[str], ref: date, future: bool) -> DateSpan | None:
+    offset = {"day_m2": -2, "day_m1": -1, "day_0": 0, "day_p1": 1, "day_p2": 2}[kind]
+    return _day(ref + timedelta(days=offset))
+
+
+def _count(kind: str, m: re.Match[str], ref: date, future: bool) -> DateSpan | None:
+    """ "two weeks ago" (``ago``), "in two weeks" (``in_n``, only about the future)."""
+    if kind == "in_n" and not future:  # "I did it in two weeks" is a duration
+        return None
+    n = _number(m.group("n"))
+    if n is None or n > 500:
+        return None
+    n = n if kind == "in_n" else -n
+    unit = m.group("unit").lower()
+    if unit == "day":
+        return _day(ref + timedelta(days=n))
+    if unit == "week":
+        return _week(ref + timedelta(weeks=n))
+    if unit == "month":
+        return _month(*_add_months(ref, n))
+    return _year(ref.year + n)
+
+
+def _rel_unit(kind: str, m: re.Match[str], ref: date, future: bool) -> DateSpan | None:
+    """ "last week", "this month", "next year", "this past weekend"."""
+    rel = m.group("rel").lower()
+    step = {"last": -1, "this past": -1, "past": -1, "this": 0, "next": 1}[rel]
+    unit = m.group("unit").lower()
+    if unit == "weekend":
+        return _rel_weekend(ref, step)
+    if unit == "week":
+        return _week(ref + timedelta(weeks=step))
+    if unit == "month":
+        return _month(*_add_months(ref, step))
+    return _year(ref.year + step)
+
+
+def _rel_weekend(ref: date, step: int) -> DateSpan:
+    if step == 0:
+        return _weekend(ref)
+    # "last weekend" said on a Sunday is the one just gone; said on a Monday too
+    if step < 0:
+        d = ref - timedelta(days=ref.weekday() + 2) if ref.weekday() < 5 else ref - timedelta(days=7)
+        return _weekend(d)
+    # "next weekend" said on a weekday is the coming one; said on a weekend, the one after
+    return _weekend(ref if ref.weekday() < 5 else ref + timedelta(days=7))
+
+
+def _weekday(kind: str, m: re.Match[str], ref: date, future: bool) -> DateSpan | None:
+    rel = m.group("rel").lower()
+    wd = _WEEKDAYS[m.group("wd").lower()]
+    back = (ref.weekday() - wd) % 7  # days since the most recent such weekday (0 = today)
+    fwd = (wd - ref.weekday()) % 7
+    if rel in ("last", "this past"):
+        d = ref - timedelta(days=back or 7)
+    elif rel == "next":
+        d = ref + timedelta(days=fwd or 7)
+    elif future:  # "on Friday", "this Friday" about the future
+        d = ref + timedelta(days=fwd)
+    else:
+        d = ref - timedelta(days=back)
+    return _day(d)
+
+
+def _in_month(kind: str, m: re.Match[str], ref: date, future: bool) -> DateSpan | None:
+    month = MONTHS[m.group("m")]
+    lead = m.group(0).split()[0].lower()
+    year = ref.year
+    if lead == "last":
+        year = ref.year - (month >= ref.month)
+    elif lead == "next":
+        year = ref.year + (month <= ref.month)
+    elif lead == "this":
         year = ref.year
-        if lead == "last":
-            year = ref.year - (month >= ref.month)
-        elif lead == "next":
-            year = ref.year + (month <= ref.month)
-        elif lead == "this":
-            year = ref.year
-        elif future:
-            year = ref.year + (month < ref.month)
-        else:
-            year = ref.year - (month > ref.month)
-        return _month(year, month)
-    return None  # pragma: no cover
+    elif future:
+        year = ref.year + (month < ref.month)
+    else:
+        year = ref.year - (month > ref.month)
+    return _month(year, month)
+
+
+# pattern kind -> resolver: the absolute ones need no reference day, the relative ones do
+_ABSOLUTE = {"iso": _iso, "dmy": _calendar, "mdy": _calendar, "my": _calendar, "year": _in_year}
+_RELATIVE = {"day_m2": _day_offset, "day_m1": _day_offset, "day_0": _day_offset, "day_p1": _day_offset,
+             "day_p2": _day_offset, "ago": _count, "in_n": _count, "rel_unit": _rel_unit, "weekday": _weekday,
+             "in_month": _in_month}
 
 
 def find_dates(text: str, ref_ms: int | None, *, tense: str = "past") -> list[tuple[DateSpan, int, int]]:

@@ -61,7 +61,7 @@ import re
 from typing import Any, Callable
 
 from . import Fact, Turn, attributable, empty_report, person_turns
-from .dates import DateSpan, find_dates
+from .dates import MONTHS, DateSpan, find_dates
 
 __all__ = ["RulesExtractor"]
 
@@ -738,13 +738,11 @@ def calendar_day(text: str) -> tuple[int, int, int | None] | None:
     "the 3rd of June, 1990", "3 Jun"), when it is a real day; else None."""
     import datetime as _dt
 
-    from .dates import _MONTHS
-
     m = _CAL_DATE.match(text.strip())
     if not m:
         return None
     month_word = (m.group("m1") or m.group("m2")).rstrip(".").capitalize()
-    month = _MONTHS.get(month_word)
+    month = MONTHS.get(month_word)
     day = int(m.group("d1") or m.group("d2"))
     year = int(m.group("y")) if m.group("y") else None
     try:
