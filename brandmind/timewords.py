@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from .clock import iso
+
 DAY = 86_400_000
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
             "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
@@ -56,8 +58,6 @@ class Window:
     phrase: str  # the words it came from
 
     def as_dict(self) -> dict:
-        from .clock import iso
-
         return {"phrase": self.phrase, "from": iso(self.start), "to": iso(self.end)}
 
 
@@ -95,81 +95,101 @@ def find_windows(text: str, now: int) -> list[Window]:
     return out
 
 
-def _window(kind: str, m: re.Match, today: datetime, now: int):  # noqa: C901 - one branch per form
-    g = m.groupdict()
-    if kind == "ago":
-        n = int(g["n"]) if g["n"].isdigit() else _NUMBERS[g["n"]]
-        span = _UNIT_DAYS[g["unit"]] * DAY
-        centre = now - n * span
-        return int(centre - span / 2), int(centre + span / 2) + DAY
-    if kind == "relative":
-        unit, which = g["unit"], g["which"]
-        step = {"last": -1, "past": -1, "this": 0, "next": 1}[which]
-        if unit == "weekend":
-            saturday = today - timedelta(days=(today.weekday() - 5) % 7)
-            if which in ("last", "past") and saturday >= today - timedelta(days=1):
-                saturday -= timedelta(days=7)
-            if which == "next":
-                saturday += timedelta(days=7)
-            return saturday, saturday + timedelta(days=2)
-        if unit == "week":
-            if which == "past":
-                return today - timedelta(days=7), today + timedelta(days=1)
-            monday = today - timedelta(days=today.weekday()) + timedelta(days=7 * step)
-            return monday, monday + timedelta(days=7)
-        if unit == "month":
-            if which == "past":
-                return today - timedelta(days=31), today + timedelta(days=1)
-            y, mth = today.year, today.month + step
-            y, mth = (y - 1, 12) if mth < 1 else (y + 1, 1) if mth > 12 else (y, mth)
-            return _month_window(y, mth)
+def _window(kind: str, m: re.Match, today: datetime, now: int):
+    """The (start, end) the match ``m`` of pattern ``kind`` names (datetimes or epoch ms), or None."""
+    return _WINDOWS[kind](m.groupdict(), today, now)
+
+
+def _ago(g: dict, today: datetime, now: int):
+    n = int(g["n"]) if g["n"].isdigit() else _NUMBERS[g["n"]]
+    span = _UNIT_DAYS[g["unit"]] * DAY
+    centre = now - n * span
+    return int(centre - span / 2), int(centre + span / 2) + DAY
+
+
+def _relative(g: dict, today: datetime, now: int):
+    unit, which = g["unit"], g["which"]
+    step = {"last": -1, "past": -1, "this": 0, "next": 1}[which]
+    if unit == "weekend":
+        saturday = today - timedelta(days=(today.weekday() - 5) % 7)
+        if which in ("last", "past") and saturday >= today - timedelta(days=1):
+            saturday -= timedelta(days=7)
+        if which == "next":
+            saturday += timedelta(days=7)
+        return saturday, saturday + timedelta(days=2)
+    if unit == "week":
         if which == "past":
-            return today - timedelta(days=366), today + timedelta(days=1)
-        y = today.year + step
-        return datetime(y, 1, 1, tzinfo=timezone.utc), datetime(y + 1, 1, 1, tzinfo=timezone.utc)
-    if kind == "weekday":
-        # "on Tuesday", "last Tuesday" and a bare "Tuesday" all mean the last one before today
-        back = (today.weekday() - _WEEKDAYS[g["day"]]) % 7 or 7
-        day = today - timedelta(days=back)
-        return day, day + timedelta(days=1)
-    if kind in ("day_month", "month_day"):
-        month, d = _MONTHS[g["month"]], int(g["d"])
-        year = int(g["year"]) if g.get("year") else None
-        if not 1 <= d <= 31:
-            return None
-        if year is None:
-            year = today.year
-            if (month, d) > (today.month, today.day):
-                year -= 1
-        try:
-            day = datetime(year, month, d, tzinfo=timezone.utc)
-        except ValueError:
-            return None
-        return day, day + timedelta(days=1)
-    if kind == "month":
-        name = g["month"]
-        if g.get("prep") is None and g.get("year") is None and name in ("may", "march", "mar", "jan", "sept", "sep",
-                                                                      "dec", "oct", "nov", "aug", "jun", "jul",
-                                                                      "apr", "feb"):
-            return None  # a bare "may" is a verb; short forms alone are too ambiguous
-        month = _MONTHS[name]
-        if g.get("year"):
-            year = int(g["year"])
-        else:
-            year = today.year if month <= today.month else today.year - 1
-        start, end = _month_window(year, month)
-        if g.get("prep") == "since":
-            return start, now + 1
-        return start, end
-    if kind == "year":
-        y = int(g["year"])
-        start = datetime(y, 1, 1, tzinfo=timezone.utc)
-        if g["prep"] == "since":
-            return start, now + 1
-        return start, datetime(y + 1, 1, 1, tzinfo=timezone.utc)
+            return today - timedelta(days=7), today + timedelta(days=1)
+        monday = today - timedelta(days=today.weekday()) + timedelta(days=7 * step)
+        return monday, monday + timedelta(days=7)
+    if unit == "month":
+        if which == "past":
+            return today - timedelta(days=31), today + timedelta(days=1)
+        y, mth = today.year, today.month + step
+        y, mth = (y - 1, 12) if mth < 1 else (y + 1, 1) if mth > 12 else (y, mth)
+        return _month_window(y, mth)
+    if which == "past":
+        return today - timedelta(days=366), today + timedelta(days=1)
+    y = today.year + step
+    return datetime(y, 1, 1, tzinfo=timezone.utc), datetime(y + 1, 1, 1, tzinfo=timezone.utc)
+
+
+def _weekday(g: dict, today: datetime, now: int):
+    # "on Tuesday", "last Tuesday" and a bare "Tuesday" all mean the last one before today
+    back = (today.weekday() - _WEEKDAYS[g["day"]]) % 7 or 7
+    day = today - timedelta(days=back)
+    return day, day + timedelta(days=1)
+
+
+def _calendar_day(g: dict, today: datetime, now: int):
+    month, d = _MONTHS[g["month"]], int(g["d"])
+    year = int(g["year"]) if g.get("year") else None
+    if not 1 <= d <= 31:
+        return None
+    if year is None:
+        year = today.year
+        if (month, d) > (today.month, today.day):
+            year -= 1
+    try:
+        day = datetime(year, month, d, tzinfo=timezone.utc)
+    except ValueError:
+        return None
+    return day, day + timedelta(days=1)
+
+
+def _month(g: dict, today: datetime, now: int):
+    name = g["month"]
+    if g.get("prep") is None and g.get("year") is None and name in ("may", "march", "mar", "jan", "sept", "sep",
+                                                                  "dec", "oct", "nov", "aug", "jun", "jul",
+                                                                  "apr", "feb"):
+        return None  # a bare "may" is a verb; short forms alone are too ambiguous
+    month = _MONTHS[name]
+    if g.get("year"):
+        year = int(g["year"])
+    else:
+        year = today.year if month <= today.month else today.year - 1
+    start, end = _month_window(year, month)
+    if g.get("prep") == "since":
+        return start, now + 1
+    return start, end
+
+
+def _year(g: dict, today: datetime, now: int):
+    y = int(g["year"])
+    start = datetime(y, 1, 1, tzinfo=timezone.utc)
+    if g["prep"] == "since":
+        return start, now + 1
+    return start, datetime(y + 1, 1, 1, tzinfo=timezone.utc)
+
+
+def _word(g: dict, today: datetime, now: int):
     w = g["w"]
     if w in ("today", "tonight", "this morning"):
         return today, today + timedelta(days=1)
     if w in ("yesterday", "last night"):
         return today - timedelta(days=1), today
     return now - 30 * DAY, now + 1  # recently, lately
+
+
+_WINDOWS = {"ago": _ago, "relative": _relative, "weekday": _weekday, "day_month": _calendar_day,
+            "month_day": _calendar_day, "month": _month, "year": _year, "word": _word}
