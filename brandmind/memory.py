@@ -20,12 +20,14 @@ from .clock import iso, new_id, now_millis, parse_time
 from .config import Config
 from .errors import BMError, InvalidInput, NotFound, StoreCorrupt, StoreMissing, UsageError
 from .facts import store_facts
+from .forgetting import forget_ids, forget_user_ops
 from .ingest import known_bead, message_key, read_messages
 from .oplog import BlobStore, OpLog
 from .opcheck import problem
 from .projection import apply_log_side, apply_sql_side, hlc_key
 from .recall import Filters, Searcher, keyword_query
 from .sqlstore import SQLStore
+from .storage.forget import match_memories
 from .store import Progress, Store
 
 INGEST_BATCH = 256
@@ -494,95 +496,17 @@ class Memory:
 
     # -- forgetting -----------------------------------------------------------
     def forget(self, memory_id: str) -> dict:
-        """Forget a memory and the turns it came from (see :meth:`_forget_ids`)."""
+        """Forget a memory and the turns it came from (brandmind/forgetting.py)."""
         item = self.get(memory_id)
-        self._forget_ids([memory_id])
+        forget_ids(self.store, [memory_id])
         return item
-
-    def _forget_ids(self, ids: list[str], bead_ids: Iterable[str] = ()) -> dict:
-        """Forget memories and beads, and what they came from or gave: the turns a
-        forgotten memory was made from (its provenance beads) and every memory made from
-        a forgotten turn (its raw-turn memory, facts extracted from it).  One op each
-        (``memory.forget``, ``bead.forget``), so every replica forgets the same set; the
-        adds are redacted in the log, the text scrubbed from the files (oplog.scrub, SQLite
-        secure_delete and a WAL truncate); graph nodes only the forgotten facts named go
-        too (``kg.node.remove``).  Returns ``{"memories", "beads", "nodes"}`` forgotten."""
-        ids = list(dict.fromkeys(ids))
-        beads = list(dict.fromkeys(bead_ids))
-        for row in self._memory_rows(ids):
-            beads += [p["bead"] for p in json.loads(row["provenance"])
-                      if isinstance(p, dict) and isinstance(p.get("bead"), str) and p["bead"] not in beads]
-        if beads:
-            marks = ",".join("?" * len(beads))
-            ids += [r[0] for r in self.sql.conn.execute(
-                f"SELECT DISTINCT m.id FROM memories m, json_each(m.provenance) p "
-                f"WHERE json_extract(p.value, '$.bead') IN ({marks})", beads) if r[0] not in ids]
-        if not ids and not beads:
-            return {"memories": [], "beads": [], "nodes": []}
-        rows = {r["id"]: r for r in self._memory_rows(ids)}
-        nodes = self._nodes_of(ids)
-        from .replication import forget_bead_in_log, forget_memory_in_log, forget_nodes_in_log
-
-        with self.log.write() as t:
-            for memory_id in ids:
-                op = t.append("memory.forget", {"id": memory_id})
-                # the text does not linger in the log; a copy of the add arriving later is redacted
-                row = rows.get(memory_id)
-                forget_memory_in_log(t, memory_id, hlc_key(op["hlc"]), row["op_id"] if row else None)
-                if row:
-                    t.drop_vectors(row["text"])
-            for bead_id in beads:
-                bead = t.get_bead(bead_id)  # its user tells a mirror remote where the turn is
-                op = t.append("bead.forget", {"id": bead_id, **({"user": bead["user"]} if bead else {})})
-                blob = forget_bead_in_log(t, bead_id, hlc_key(op["hlc"]))
-                if blob:
-                    t.dead_blobs.append(blob)
-        self.store.catch_up()
-        # graph nodes only these memories named (e.g. the place in a forgotten fact) go too
-        orphans = {r[0]: r[1] for r in self.sql.conn.execute(
-            f"SELECT id, user_id FROM kg_nodes n WHERE id IN ({','.join('?' * len(nodes))}) "
-            "AND NOT EXISTS (SELECT 1 FROM kg_mentions WHERE node_id=n.id) "
-            "AND NOT EXISTS (SELECT 1 FROM kg_edges WHERE src=n.id OR dst=n.id)", tuple(nodes))} if nodes else {}
-        if orphans:
-            with self.log.write() as t:
-                for node, owner in sorted(orphans.items()):
-                    op = t.append("kg.node.remove", {"id": node, "user": owner, "ts": now_millis()})
-                    forget_nodes_in_log(t, {node}, hlc_key(op["hlc"]))
-            self.store.catch_up()
-        self.sql.truncate_wal()  # the pages that held the text leave the WAL file too
-        return {"memories": ids, "beads": beads, "nodes": sorted(orphans)}
-
-    def _nodes_of(self, ids: list[str]) -> set[str]:
-        """The graph nodes the facts ``ids`` name: the ends of the edges they are the
-        evidence of (a node merely linked to a memory is not named by it)."""
-        if not ids:
-            return set()
-        marks = ",".join("?" * len(ids))
-        rows = self.sql.conn.execute(
-            f"SELECT e.src, e.dst FROM kg_edges e, json_each(e.evidence) j WHERE j.value IN ({marks})", ids)
-        return {end for row in rows for end in row if end.startswith("n_")}
-
-    def _memory_rows(self, ids: list[str]) -> list[dict]:
-        if not ids:
-            return []
-        return list(self.sql.rows(f"SELECT id, op_id, text, provenance FROM memories "
-                                  f"WHERE id IN ({','.join('?' * len(ids))})", tuple(ids)))
 
     def forget_user(self, user: str) -> dict:
         """Forget everything of one user: memories, beads, graph nodes, core blocks (their
         edits of shared persona blocks stay, without their name: see brandmind/blocks.py)."""
         user = validate.name(user, what="user")
         counts = self.stats(user=user)["counts"]
-        with self.log.write() as t:
-            op = t.append("user.forget", {"user": user})
-            apply_log_side(t, op)
-            # the user's words must not linger in the log: redact every earlier op carrying
-            # their content (memories, beads, graph nodes and the edges and mentions of
-            # those); their ops arriving later by sync are stored redacted
-            from .replication import forget_user_in_log
-
-            forget_user_in_log(t, op)
-        self.store.catch_up()
+        forget_user_ops(self.store, user)
         from .workspace import forget_user_files
 
         counts["files"] = forget_user_files(self, user)  # the workspace (its chunks went above)
@@ -598,20 +522,17 @@ class Memory:
             return []
         f = Filters(user=self.store.user(user), agent=agent, everything=True)
         where, args = f.sql("m")
-        rows = self.sql.rows(
-            f"SELECT m.* FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid "
-            f"WHERE memories_fts MATCH ? AND {where} ORDER BY m.created_at LIMIT ?", (fts, *args, limit))
-        return [_memory_out(r) for r in rows]
+        return [_memory_out(r) for r in match_memories(self.sql, fts, where, args, limit)]
 
     def forget_many(self, ids: list[str], bead_ids: Iterable[str] = ()) -> dict:
         """Forget memories (ids) and beads, with the turns and memories they came from or
-        gave (see :meth:`_forget_ids`): ``{"memories": [ids], "beads": [ids]}``."""
+        gave (brandmind/forgetting.py): ``{"memories": [ids], "beads": [ids]}``."""
         for memory_id in ids:
             self.get(memory_id)
         bead_ids = list(bead_ids)
         for bead_id in bead_ids:
             self.get_bead(bead_id)
-        return self._forget_ids(list(ids), bead_ids)
+        return forget_ids(self.store, list(ids), bead_ids)
 
     def match_beads(self, query: str, *, user: str | None = None, limit: int = 1000) -> list[dict]:
         """The user's beads containing every word of ``query`` (what ``forget --match``

@@ -16,6 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from falkor import GRAPHITI_MARKS, falkordb  # noqa: E402,F401  (falkordb: the fixture)
+from brandmind.forgetting import forget_ids  # noqa: E402
 
 PW_ENV = "BM_TEST_FALKOR_PASSWORD"
 TURNS = [{"role": "user", "content": "my locker code is 4711, behind the gym"},
@@ -110,7 +111,7 @@ def test_beads_rm_of_an_older_forget_without_user_still_deletes(graphiti_db, fal
                             host=falkordb.host, port=falkordb.port, password_env=PW_ENV, database=graphiti_db)
         try:
             remote = MirrorRemote(sink, mem)
-            mem._forget_ids([], [target])
+            forget_ids(mem.store, [], [target])
             plan = remote.plan([older])
             assert plan.forget_messages == {"ann": [target], "bob": [target]}
             remote.apply(plan)
@@ -143,7 +144,7 @@ def test_zep_reports_that_it_keeps_a_forgotten_turn(tmp_path, monkeypatch):
             assert len(server.messages_of("bm-ann")) == 2
             turn = mem.match_beads("locker 4711", user="ann")
             assert len(turn) == 1
-            op = mem._forget_ids([], [turn[0]["id"]])
+            op = forget_ids(mem.store, [], [turn[0]["id"]])
             assert op["beads"] == [turn[0]["id"]]
             report = sync_once(mem, remote)
             assert report["errors"] == []
@@ -163,6 +164,6 @@ def test_bead_forget_carries_the_user(store):
     with Memory() as mem:
         mem.ingest([dict(t) for t in TURNS], user="ann")
         bead = mem.match_beads("locker 4711", user="ann")[0]
-        mem._forget_ids([], [bead["id"]])
+        forget_ids(mem.store, [], [bead["id"]])
         ops = [op for op in mem.log.iter_ops() if op["kind"] == "bead.forget"]
     assert ops and ops[-1]["payload"] == {"id": bead["id"], "user": "ann"}

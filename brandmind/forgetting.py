@@ -1,0 +1,83 @@
+"""Forgetting: memories and turns, with what they came from or gave, gone everywhere.
+
+``forget_ids(store, ids, bead_ids)`` forgets memories and beads and what they came from or
+gave: the turns a forgotten memory was made from (its provenance beads) and every memory made
+from a forgotten turn (its raw-turn memory, facts extracted from it).  One op each
+(``memory.forget``, ``bead.forget``), so every replica forgets the same set; the adds are
+redacted in the log, the text scrubbed from the files (oplog.scrub, SQLite secure_delete and a
+WAL truncate); graph nodes only the forgotten facts named go too (``kg.node.remove``).
+``forget_user_ops(store, user)`` appends the ``user.forget`` that removes everything of a user
+and redacts the log (brandmind/replication.py ``forget_user_in_log``).
+"""
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Iterable
+
+from .clock import now_millis
+from .projection import apply_log_side, hlc_key
+from .replication import forget_bead_in_log, forget_memory_in_log, forget_nodes_in_log, forget_user_in_log
+from .storage import forget as q
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .store import Store
+
+
+def _closure(store: "Store", ids: list[str], beads: list[str]) -> tuple[list[str], list[str], dict[str, dict]]:
+    """``ids`` and ``beads`` plus the turns the memories came from and the memories the
+    turns gave; with the rows of the memories (id -> row)."""
+    rows = {r["id"]: r for r in q.memory_rows(store.sql, ids)}
+    for row in rows.values():
+        beads += [p["bead"] for p in json.loads(row["provenance"])
+                  if isinstance(p, dict) and isinstance(p.get("bead"), str) and p["bead"] not in beads]
+    more = [m for m in q.memories_from_beads(store.sql, beads) if m not in ids]
+    if more:
+        ids += more
+        rows.update({r["id"]: r for r in q.memory_rows(store.sql, more)})
+    return ids, beads, rows
+
+
+def forget_ids(store: "Store", ids: Iterable[str], bead_ids: Iterable[str] = ()) -> dict:
+    """See the module docstring.  Returns ``{"memories", "beads", "nodes"}`` forgotten."""
+    ids, beads, rows = _closure(store, list(dict.fromkeys(ids)), list(dict.fromkeys(bead_ids)))
+    if not ids and not beads:
+        return {"memories": [], "beads": [], "nodes": []}
+    nodes = q.nodes_named_by(store.sql, ids)
+    with store.write() as t:
+        for memory_id in ids:
+            op = t.append("memory.forget", {"id": memory_id})
+            # the text does not linger in the log; a copy of the add arriving later is redacted
+            row = rows.get(memory_id)
+            forget_memory_in_log(t, memory_id, hlc_key(op["hlc"]), row["op_id"] if row else None)
+            if row:
+                t.drop_vectors(row["text"])
+        for bead_id in beads:
+            bead = t.get_bead(bead_id)  # its user tells a mirror remote where the turn is
+            op = t.append("bead.forget", {"id": bead_id, **({"user": bead["user"]} if bead else {})})
+            blob = forget_bead_in_log(t, bead_id, hlc_key(op["hlc"]))
+            if blob:
+                t.dead_blobs.append(blob)
+    store.catch_up()
+    # graph nodes only these memories named (e.g. the place in a forgotten fact) go too
+    orphans = q.orphan_nodes(store.sql, nodes)
+    if orphans:
+        with store.write() as t:
+            for node, owner in sorted(orphans.items()):
+                op = t.append("kg.node.remove", {"id": node, "user": owner, "ts": now_millis()})
+                forget_nodes_in_log(t, {node}, hlc_key(op["hlc"]))
+        store.catch_up()
+    store.sql.truncate_wal()  # the pages that held the text leave the WAL file too
+    return {"memories": ids, "beads": beads, "nodes": sorted(orphans)}
+
+
+def forget_user_ops(store: "Store", user: str) -> None:
+    """Append and apply the ``user.forget`` of ``user``: memories, beads, graph nodes, core
+    blocks go (their edits of shared persona blocks stay, without their name)."""
+    with store.write() as t:
+        op = t.append("user.forget", {"user": user})
+        apply_log_side(t, op)
+        # the user's words must not linger in the log: redact every earlier op carrying
+        # their content (memories, beads, graph nodes and the edges and mentions of
+        # those); their ops arriving later by sync are stored redacted
+        forget_user_in_log(t, op)
+    store.catch_up()
