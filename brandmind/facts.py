@@ -63,6 +63,7 @@ from . import validate
 from .clock import new_id, now_millis, parse_time
 from .errors import BMError, InvalidInput
 from .extract import Fact
+from .extract.predicates import normalize_predicate
 
 # single-valued predicates: a new object replaces the old one
 FUNCTIONAL = frozenset({"name", "lives_in", "works_at", "works_as", "is_married_to", "age", "diet", "birthday",
@@ -98,24 +99,6 @@ def norm(value: str | None) -> str:
         return ""
     s = " ".join(unicodedata.normalize("NFKC", str(value)).casefold().split()).strip(_EDGE_PUNCT)
     return _ARTICLE.sub("", s)
-
-
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-
-
-@lru_cache(maxsize=4096)
-def normalize_predicate(value: str) -> str:
-    """The one spelling of a predicate: "lives in", "Lives In", "lives-in", "livesIn" and
-    "lives_in" are all ``lives_in`` (NFKC, camelCase split, case-folded, every run of spaces,
-    hyphens and underscores one ``_``, none at the ends).  Never raises; what is left may
-    still be invalid ("lives in!": see :func:`predicate_name`).  Every way a fact or edge enters uses it (store_facts,
-    ``bm facts add``, ``bm kg link``, both extractors), the projection applies it to every
-    ``memory.add`` / ``kg.edge`` op (ops from older peers, imports, ``bm rebuild``), and
-    reconciliation compares stored predicates through it (rows projected before it)."""
-    if not isinstance(value, str):
-        return value
-    s = _CAMEL.sub("_", unicodedata.normalize("NFKC", value).strip())
-    return re.sub(r"[\s_-]+", "_", s.casefold()).strip("_")
 
 
 def predicate_name(value: Any) -> str:

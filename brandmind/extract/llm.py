@@ -43,8 +43,10 @@ from datetime import datetime, timezone
 from importlib import resources
 from typing import Any
 
+from ..clock import parse_time
 from ..errors import ExtractorUnavailable, InvalidInput
-from . import Fact, Turn, attributable, empty_report, person_turns
+from .base import Fact, Turn, attributable, empty_report, person_turns
+from .predicates import normalize_predicate
 
 __all__ = ["LLMExtractor", "LLMArbiter", "Budget", "load_prompt", "FACTS_SCHEMA", "VERDICTS_SCHEMA",
            "EXTRACT_PROMPT", "RECONCILE_PROMPT", "estimate_tokens"]
@@ -288,8 +290,6 @@ class LLMExtractor:
 def _parse_facts(content: str | None, chunk: list[tuple[int, Turn]],
                  extractor: LLMExtractor) -> tuple[list[Fact], int] | None:
     """The facts of one answer, or None when the answer is not ``{"facts": [...]}`` JSON."""
-    from ..clock import parse_time
-
     if content is None:
         return None
     try:
@@ -338,8 +338,6 @@ def _fact_from(item: Any, chunk: list[tuple[int, Turn]], extractor: LLMExtractor
         raise _NotAttributable(subject)
     obj = _text_field(item, "object", 500)
     text = _text_field(item, "text", 1000)
-    from ..facts import normalize_predicate
-
     predicate = normalize_predicate(_text_field(item, "predicate", 64))
     if not _PREDICATE.match(predicate):
         raise ValueError("predicate")

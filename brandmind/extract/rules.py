@@ -60,7 +60,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from . import Fact, Turn, attributable, empty_report, person_turns
+from .base import Fact, Turn, attributable, empty_report, person_turns
 from .dates import MONTHS, DateSpan, find_dates
 
 __all__ = ["RulesExtractor"]
