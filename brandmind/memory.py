@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import operator
 import os
-import shutil
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
 from . import graph, validate
+from .admin import Admin
 from .clock import iso, new_id, now_millis, parse_time
 from .config import Config
 from .errors import BMError, InvalidInput, NotFound, StoreCorrupt, StoreMissing, UsageError
@@ -87,6 +88,10 @@ class Memory:
         self.store.close()
 
     # -- sub-APIs (one cached property each: mem.blocks, mem.personas, mem.skills, mem.graph, mem.facts)
+    @cached_property
+    def admin(self) -> Admin:
+        """rebuild, reindex, stats, users, doctor (brandmind/admin.py)."""
+        return Admin(self.store)
 
     def receive_ops(self, ops: Iterable[dict], *, now_ms: int | None = None, apply: bool = True) -> dict:
         """Store ops pulled from another replica (sync) and apply them (``Store.receive_ops``)."""
@@ -505,7 +510,7 @@ class Memory:
         """Forget everything of one user: memories, beads, graph nodes, core blocks (their
         edits of shared persona blocks stay, without their name: see brandmind/blocks.py)."""
         user = validate.name(user, what="user")
-        counts = self.stats(user=user)["counts"]
+        counts = self.admin.stats(user=user)["counts"]
         forget_user_ops(self.store, user)
         from .workspace import forget_user_files
 
@@ -818,142 +823,6 @@ class Memory:
     def _find_node(self, ref: str, user: str | None) -> dict:
         """A graph node row by id, exact name or normalised name within the user's graph."""
         return graph.find_node(self, ref, user)
-
-    # -- maintenance -------------------------------------------------------------
-    def rebuild(self, progress: Progress | None = None) -> dict:
-        """Rebuild every projection from the op log (LMDB beads and the SQLite index)."""
-        tmp = self.paths.sqlite_file.with_name("memory.sqlite.rebuild")
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(tmp) + suffix).unlink(missing_ok=True)
-        model, dim = self.sql.model, self.sql.dim
-        fresh = SQLStore(tmp, model=model, dim=lambda: dim, create=True, check_model=False)
-        total = self.log.last_arrival()
-        ops = 0
-        with self.log.write() as t:
-            t.clear("beads", "bead_time", "bead_keys")
-            for _, op in self.log.ops_after(0):
-                if problem(op) is None:  # an invalid op is skipped (quarantined by the catch-up)
-                    apply_log_side(t, op)
-        from .replication import catch_up
-
-        # the same order as the live catch-up: arrival order, each replica's ops in seq order
-        ops = catch_up(self.log, fresh, self.store.vector_for, progress, apply=apply_sql_side)
-        from .sqlstore import copy_device_local
-
-        copy_device_local(self.sql, fresh)  # e.g. remote_map: not in the op log
-        fresh.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        fresh.close()
-        self.sql.close()
-        for suffix in ("-wal", "-shm"):
-            Path(str(self.paths.sqlite_file) + suffix).unlink(missing_ok=True)
-        os.replace(tmp, self.paths.sqlite_file)
-        for suffix in ("-wal", "-shm"):
-            Path(str(tmp) + suffix).unlink(missing_ok=True)
-        self.store.swap_index(SQLStore(self.paths.sqlite_file, model=model, dim=lambda: dim, check_model=False))
-        if progress:
-            progress(ops, total)
-        return {"ops": ops, "memories": self._count("memories"), "beads": self.log.count("beads"),
-                "skipped": self._count("quarantine")}
-
-    def reindex(self, progress: Progress | None = None, batch: int = 128) -> dict:
-        """Re-embed every memory with the configured embedder and swap the vectors in."""
-        rows = list(self.sql.rows("SELECT rowid, text, user_id, agent_id, type, created_at FROM memories ORDER BY rowid"))
-        name = self.embedder.name
-        vecs: list[bytes] = []
-        for i in range(0, len(rows), batch):
-            chunk = [r["text"] for r in rows[i:i + batch]]
-            arr = np.asarray(self.embedder.embed_documents(chunk), dtype=np.float32)
-            with self.log.write() as t:
-                for text, v in zip(chunk, arr):
-                    t.cache_vector(name, text, v.tobytes())
-            vecs.extend(v.tobytes() for v in arr)
-            if progress:
-                progress(min(i + batch, len(rows)), len(rows))
-        dim = int(self.embedder.dim)
-        with self.sql.write():
-            self.sql.replace_vectors(zip(rows, vecs), name, dim)
-        self.store.swap_index(self.sql, name)
-        return {"memories": len(rows), "model": name, "dim": dim}
-
-    def _count(self, table: str) -> int:
-        return self.sql.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-
-    def stats(self, *, user: str | None = None) -> dict:
-        c = self.sql.conn
-        where, args = ("WHERE user_id=?", (user,)) if user else ("", ())
-        by_type = dict(c.execute(f"SELECT type, count(*) FROM memories {where} GROUP BY type", args).fetchall())
-        counts = {
-            "memories": sum(by_type.values()),
-            "beads": len(self.log.bead_ids(user, None)) if user else self.log.count("beads"),
-            "nodes": c.execute(f"SELECT count(*) FROM kg_nodes {where}", args).fetchone()[0],
-            "edges": self._count("kg_edges") if not user else c.execute(
-                "SELECT count(*) FROM kg_edges e JOIN kg_nodes n ON n.id = e.src WHERE n.user_id=?",
-                args).fetchone()[0],
-        }
-        per_user = self.users()
-        size = sum(f.stat().st_size for f in self.paths.data_dir.rglob("*") if f.is_file())
-        return {"store": str(self.paths.data_dir), "replica": self.log.replica,
-                "model": self.sql.model, "dim": self.sql.dim, "counts": counts,
-                "memories_by_type": by_type, "users": list(per_user), "per_user": per_user,
-                "ops": self.log.count("ops"), "blobs": sum(1 for _ in self.blobs.digests()), "bytes": size}
-
-    def users(self) -> dict[str, dict[str, int]]:
-        """Every user with memories or beads, by name: ``{user: {"memories": n, "beads": n}}``."""
-        out = {u: {"memories": n, "beads": 0} for u, n in self.sql.conn.execute(
-            "SELECT user_id, count(*) FROM memories GROUP BY user_id")}
-        with self.log.read() as txn:  # bead_time keys: user \0 ts \0 bead id
-            for key in txn.cursor(db=self.log.db["bead_time"]).iternext(values=False):
-                user = bytes(key).split(b"\0", 1)[0].decode("utf-8", "replace")
-                out.setdefault(user, {"memories": 0, "beads": 0})["beads"] += 1
-        return dict(sorted(out.items()))
-
-    def doctor(self) -> list[dict]:
-        """Checks of the store, the model, the extension and the disk."""
-        import sqlite_vec
-
-        checks: list[dict] = []
-
-        def check(name: str, ok: bool, detail: str, hint: str | None = None) -> None:
-            checks.append({"check": name, "ok": ok, "detail": detail, "hint": None if ok else hint})
-
-        problems = self.sql.integrity()
-        check("memory index", not problems, "; ".join(problems) or f"{self._count('memories')} memories",
-              "run `bm rebuild`")
-        behind = self.log.last_arrival() - self.sql.applied()
-        check("index up to date", behind == 0, f"{behind} op(s) not applied" if behind else "all ops applied",
-              "run `bm rebuild`")
-        from .opcheck import quarantined
-
-        bad = quarantined(self.sql)  # ops of the log that are skipped, not applied
-        check("quarantined ops", not bad,
-              "; ".join(f"{q['op_id']} ({q['kind']}): {q['error']}" for q in bad[:5])
-              + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "") if bad else "none",
-              f"{len(bad)} op(s) in the log are skipped (written by an older bm or a faulty peer); the "
-              "rest of the store works. To be rid of them, `bm export` and `bm import` into a fresh store")
-        missing = 0
-        with self.log.read() as txn:
-            for _, raw in txn.cursor(db=self.log.db["beads"]):
-                bead = json.loads(raw)
-                if "blob" in bead and not (self.paths.blob_dir / bead["blob"][:2] / bead["blob"]).exists():
-                    missing += 1
-        check("blobs", missing == 0, f"{missing} missing blob(s)" if missing else "all bead blobs present",
-              "restore blobs/ from a backup")
-        version = self.sql.conn.execute("SELECT vec_version()").fetchone()[0]
-        check("sqlite-vec", True, f"{version} loaded from {sqlite_vec.loadable_path()}")
-        try:
-            vec = self.embedder.embed_query("doctor")
-            ok = len(vec) == self.sql.dim
-            check("embedder", ok, f"{self.embedder.name}, {len(vec)}-d" + ("" if ok else f" (store is {self.sql.dim}-d)"),
-                  "run `bm reindex`")
-        except BMError as exc:
-            check("embedder", False, exc.message, exc.hint)
-        free = shutil.disk_usage(self.paths.data_dir).free
-        check("disk", free > 200 * 2**20, f"{free / 2**30:.1f} GiB free", "free some disk space")
-        from .blocks import doctor_check
-
-        check(*doctor_check(self))  # blocks over their limit after a merge, updates waiting
-        return checks
-
 
 def _owned_by(op: dict, user: str, nodes: set[str] = frozenset()) -> bool:
     """Whether an op carries content of ``user`` (what forgetting the user redacts):

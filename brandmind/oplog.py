@@ -308,6 +308,21 @@ class OpLog:
                 ok = cur.set_range(user + b"\x01")
         return users
 
+    def bead_counts(self) -> dict[str, int]:
+        """How many beads each user's thread holds: ``{user: n}``."""
+        out: dict[str, int] = {}
+        with self.read() as txn:  # bead_time keys: user \0 ts \0 bead id
+            for key in txn.cursor(db=self.db["bead_time"]).iternext(values=False):
+                user = bytes(key).split(b"\0", 1)[0].decode("utf-8", "replace")
+                out[user] = out.get(user, 0) + 1
+        return out
+
+    def iter_beads(self) -> Iterator[dict]:
+        """Every stored bead (in bead id order)."""
+        with self.read() as txn:
+            for _, raw in txn.cursor(db=self.db["beads"]):
+                yield loads(raw)
+
     def cached_vector(self, model: str, text: str) -> bytes | None:
         with self.read() as txn:
             return txn.get(text_key(model, text), db=self.db["vcache"])

@@ -23,7 +23,7 @@ def init(as_json: JsonOpt = False) -> None:
       BM_HOME=./agent-memory bm init
     """
     with open_store(create=True) as mem:
-        stats = mem.stats()
+        stats = mem.admin.stats()
     out = {"store": stats["store"], "replica": stats["replica"], "model": stats["model"],
            "config": str(mem.config.paths.config_file)}
     if wants_json(as_json):
@@ -91,7 +91,7 @@ def rebuild(as_json: JsonOpt = False) -> None:
       bm doctor || bm rebuild
     """
     with open_store(check_model=False, repair=True) as mem, progress_bar("rebuilding") as bar:
-        result = mem.rebuild(progress=bar)
+        result = mem.admin.rebuild(progress=bar)
     if wants_json(as_json):
         print(json.dumps(result))
     else:
@@ -108,7 +108,7 @@ def reindex(as_json: JsonOpt = False) -> None:
       bm config set embedder ollama && bm reindex
     """
     with open_store(check_model=False) as mem, progress_bar("re-embedding") as bar:
-        result = mem.reindex(progress=bar)
+        result = mem.admin.reindex(progress=bar)
     if wants_json(as_json):
         print(json.dumps(result))
     else:
@@ -123,7 +123,7 @@ def stats(as_json: JsonOpt = False) -> None:
       bm stats --json | jq .per_user
     """
     with open_store(check_model=False) as mem:
-        out = mem.stats()
+        out = mem.admin.stats()
     emit(out, as_json=as_json, jsonl=False, table=_stats_table)
 
 
@@ -155,7 +155,7 @@ def doctor(as_json: JsonOpt = False) -> None:
 
     try:
         with open_store(check_model=False) as mem:
-            checks = mem.doctor()
+            checks = mem.admin.doctor()
     except BMError as exc:
         checks = [{"check": "store", "ok": False, "detail": exc.message, "hint": exc.hint}]
     if wants_json(as_json):

@@ -220,7 +220,7 @@ def note_unknown_user(mem: Any, user: Optional[str]) -> None:
 
     from .output import info
 
-    known = list(mem.users())
+    known = list(mem.admin.users())
     who = f"user {name!r}" + ("" if user is not None else " (the configured user: no -u given)")
     if not known:
         info(f"note: no memories for {who}: this store holds none yet")

@@ -258,7 +258,7 @@ def forget(
             if not yes and not sys.stdin.isatty():
                 raise UsageError(f"refusing to forget all of user {wipe_user!r} without confirmation",
                                  hint="add --yes to confirm")
-            counts = mem.stats(user=wipe_user)["counts"]
+            counts = mem.admin.stats(user=wipe_user)["counts"]
             if not confirm(f"Forget everything of user {wipe_user!r} ({counts['memories']} memories, {counts['beads']} beads)?", yes):
                 raise typer.Exit(1)
             result = {"user": wipe_user, "forgotten": mem.forget_user(wipe_user)}

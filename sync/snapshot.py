@@ -279,7 +279,7 @@ def _install(mem: Any, remote: Any, new: Path, work: Path, manifest: dict, t0: f
     mem.store.reopen(check_model=False)
     reembedded = 0
     if mem.sql.model != mem.embedder_name or mem.sql.dim != int(mem.embedder.dim):
-        reembedded = mem.reindex()["memories"]
+        reembedded = mem.admin.reindex()["memories"]
     _fetch_blobs(mem, remote)
     return {"snapshot": manifest["name"], "ops": manifest["ops"], "version_vector": manifest["vv"],
             "bytes": manifest["bytes"], "reembedded": reembedded,

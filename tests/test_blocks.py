@@ -90,7 +90,7 @@ def test_unicode_text_edits_land_at_the_right_place():
         assert mem.block_replace("notes", "😀", "🎉🎉", user="ann")["value"] == "café 🎉🎉 naïve"
         assert mem.block_set("notes", "café au lait 🎉 naïve ünïcödé", user="ann")["value"] == "café au lait 🎉 naïve ünïcödé"
         assert mem.block_replace("notes", "naïve ", "", user="ann")["value"] == "café au lait 🎉 ünïcödé"
-        mem.rebuild()
+        mem.admin.rebuild()
         assert mem.block_get("notes", user="ann")["value"] == "café au lait 🎉 ünïcödé"
 
 
@@ -250,7 +250,7 @@ def test_concurrent_edits_that_merge_over_the_limit_are_kept_flagged_and_reporte
     assert bm("doctor").code == 0
     with open_memory() as mem:  # the flag is a projection: a rebuild gives the same
         rows = block_rows(mem)
-        mem.rebuild()
+        mem.admin.rebuild()
         assert block_rows(mem) == rows
 
 
@@ -301,7 +301,7 @@ def test_two_processes_appending_at_once_both_keep_every_line(tmp_path):
         assert len(updates) == 100 and all(u[-1] == 1 for u in updates)
         assert mem.log.count("ops") == 101  # one define, one update per append
         rows = block_rows(mem)
-        mem.rebuild()
+        mem.admin.rebuild()
         assert block_rows(mem) == rows and update_rows(mem) == updates
 
 
@@ -497,7 +497,7 @@ def test_rebuild_reproduces_every_block_table():
                   mem.sql.conn.execute("SELECT * FROM block_defs ORDER BY block_id, op_id").fetchall())
         notes = mem.block_get("notes", user="ann")
         assert notes["over_limit"] and notes["description"] == "d2" and notes["limit"] == 100
-        mem.rebuild()
+        mem.admin.rebuild()
         after = (block_rows(mem), update_rows(mem),
                  mem.sql.conn.execute("SELECT * FROM block_defs ORDER BY block_id, op_id").fetchall())
         assert after == before
@@ -539,11 +539,11 @@ def test_forget_user_removes_their_blocks_and_anonymises_their_shared_edits(bm):
         state = b"".join(r[0] for r in mem.sql.conn.execute("SELECT state FROM blocks"))
         assert b"Zebra" not in state and b"Quokka" not in state
         rows = block_rows(mem)
-        mem.rebuild()
+        mem.admin.rebuild()
         assert block_rows(mem) == rows
         # ann can start over: a new block, a new history
         assert mem.block_set("human", "New start", user="ann")["value"] == "New start"
-        mem.rebuild()
+        mem.admin.rebuild()
         assert mem.block_get("human", user="ann")["value"] == "New start"
 
 

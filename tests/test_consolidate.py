@@ -113,7 +113,7 @@ def test_rebuild_after_a_merge_gives_the_same_store(store):
         before = rows(mem)
         assert before[ids[0]]["confirmations"] == 1 and ids[1] not in before
         assert before[ids[5]]["superseded_by"] == ids[4] and before[ids[6]]["retired_at"] is not None
-        mem.rebuild()
+        mem.admin.rebuild()
         assert rows(mem) == before
     with Memory() as mem:
         mem.sql.close()
@@ -131,7 +131,7 @@ def test_forgetting_the_user_redacts_their_merges(store):
         mem.forget_user("ann")
         merges = [op for op in mem.log.iter_ops() if op["kind"] == "memory.merge"]
         assert [op["payload"] for op in merges] == [{"into": merges[0]["payload"]["into"], "redacted": True}]
-        mem.rebuild()
+        mem.admin.rebuild()
         assert rows(mem) == {}
 
 
@@ -219,7 +219,7 @@ def test_property_rebuild_reproduces_merges():
             with Memory(home=Path(tmp), create=True) as mem:
                 merges.append(run(mem, operations))
                 before = rows(mem)
-                mem.rebuild()
+                mem.admin.rebuild()
                 assert rows(mem) == before
 
     check()

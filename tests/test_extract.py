@@ -286,13 +286,13 @@ def test_ingest_extract_links_facts_to_their_beads(store, bm, tmp_path):
         assert iso(by_pred["attended"]["valid_from"])[:10] == "2024-05-14"
         assert iso(by_pred["moved_to"]["valid_from"])[:10] == "2024-04-01"
         assert by_pred["attended"]["text"] == "Ann went to a techno concert on 14 May 2024"
-        n = mem.stats()["counts"]["memories"]
+        n = mem.admin.stats()["counts"]["memories"]
     # re-running stores nothing twice: every turn is known and already has its facts
     again = bm("ingest", path, "--user", "ann", "--extract", "--json").json()
     assert again["ingested"] == 0 and again["duplicates"] == 4
     assert again["facts"] == {"added": 0, "confirmed": 0, "updated": 0, "contradicted": 0}
     with open_memory() as mem:
-        assert mem.stats()["counts"]["memories"] == n
+        assert mem.admin.stats()["counts"]["memories"] == n
 
 
 def test_extract_after_a_plain_ingest_reads_the_stored_turns(store, bm, tmp_path):
@@ -313,7 +313,7 @@ def test_ingest_dry_run_stores_nothing_and_lists_the_facts(store, bm, tmp_path):
     assert report["llm"] == {"calls": 0, "tokens": 0, "capped": False}
     assert {f["predicate"] for f in report["extract"]["would_extract"]} == {"moved_to", "lives_in", "attended"}
     with open_memory() as mem:
-        assert mem.stats()["counts"]["memories"] == 0 and mem.stats()["counts"]["beads"] == 0
+        assert mem.admin.stats()["counts"]["memories"] == 0 and mem.admin.stats()["counts"]["beads"] == 0
     # the human form (a terminal) says the same
     from brandmind.cli.extract import dry_run_lines
 
@@ -332,5 +332,5 @@ def test_extract_api_and_rebuild_equality(store):
         assert preview["would_extract"][0]["object"] == "jazz"
         assert len(_facts_of(mem)) == 2  # the dry run stored nothing
         before = [(r["id"], r["retired_at"], r["valid_to"]) for r in _facts_of(mem)]
-        mem.rebuild()
+        mem.admin.rebuild()
         assert [(r["id"], r["retired_at"], r["valid_to"]) for r in _facts_of(mem)] == before

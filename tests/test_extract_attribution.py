@@ -234,7 +234,7 @@ def test_stored_rows_with_an_old_spelling_still_reconcile_and_rebuild_normalises
                                     "predicate": "Works At", "object": "Acme"})
         mem.store.catch_up()
         assert mem.get("m_oldspelling")["predicate"] == "works_at"
-        mem.rebuild()
+        mem.admin.rebuild()
         assert {r["predicate"] for r in mem.sql.rows("SELECT predicate FROM memories WHERE subject IS NOT NULL")} \
             == {"lives_in", "works_at"}
 

@@ -190,7 +190,7 @@ def test_dry_run_makes_no_http_call(llm, bm, tmp_path):
     assert report["would_ingest"] == 45 and "would_extract" not in report["extract"]
     assert llm.requests == [] and llm.chat_requests == []
     with open_memory() as mem:
-        assert mem.stats()["counts"]["memories"] == 0
+        assert mem.admin.stats()["counts"]["memories"] == 0
 
 
 def test_caps_through_the_cli(llm, bm, tmp_path, monkeypatch):
@@ -215,7 +215,7 @@ def test_a_500_midway_is_one_error_line_and_stores_no_fact(llm, bm, tmp_path):
     assert "ollama serve" in line and "extractor rules" in line and "re-run" in line
     with open_memory() as mem:
         assert facts_of(mem) == []  # the first chunk's facts were not half-stored
-        assert mem.stats()["counts"]["beads"] == 45
+        assert mem.admin.stats()["counts"]["beads"] == 45
     # once the server is back, the same command extracts the stored turns
     llm.chat_fail_status = None
     report = bm("ingest", path, "--user", "ann", "--extract", "--json").json()
@@ -234,7 +234,7 @@ def test_no_server_at_all_is_a_clean_error(store, bm, monkeypatch):
                         "was stored, but no facts were extracted")
     assert "ollama serve" in line
     with open_memory() as mem:
-        assert facts_of(mem) == [] and mem.stats()["counts"]["memories"] == 1
+        assert facts_of(mem) == [] and mem.admin.stats()["counts"]["memories"] == 1
 
 
 # -- the arbiter --------------------------------------------------------------------------------------

@@ -346,7 +346,7 @@ def test_rebuild_reproduces_retire_confirm_and_links(store):
         before = dump(m)
         exported = list(export_lines(m))
         assert before["memories"] and any(r for r in before["edges"])
-        m.rebuild()
+        m.admin.rebuild()
         assert dump(m) == before
     for suffix in ("", "-wal", "-shm"):  # a lost index is refilled from the log
         Path(str(home / "data" / "memory.sqlite") + suffix).unlink(missing_ok=True)
@@ -399,7 +399,7 @@ def test_property_rebuild_reproduces_fact_ops():
                     elif op[0] == "forget_user":
                         m.forget_user(op[1])
                 before = dump(m)
-                m.rebuild()
+                m.admin.rebuild()
                 assert dump(m) == before
 
     check()
@@ -466,7 +466,7 @@ def test_forget_user_removes_their_facts_graph_and_log_content(store):
             for word in ("Berlin", "Porto", "moving notes", "tea"):
                 assert word not in text, op
         before = dump(m)
-        m.rebuild()
+        m.admin.rebuild()
         assert dump(m) == before
 
 
@@ -501,7 +501,7 @@ def test_a_late_link_or_mention_of_a_forgotten_memory_is_not_created(mem):
     assert [r[0] for r in mem.sql.conn.execute("SELECT id FROM kg_edges")] == ["e_ok"]
     assert mem._count("kg_mentions") == 0
     before = dump(mem)
-    mem.rebuild()
+    mem.admin.rebuild()
     assert dump(mem) == before
 
 

@@ -257,6 +257,6 @@ def test_ingest_killed_with_sigkill_leaves_a_clean_store_and_resumes(tmp_path):
     res = bm(home, "ingest", str(path), "--user", "ann", "--json", timeout=300)
     assert json.loads(res.stdout) == {"ingested": 0, "duplicates": N_MESSAGES, "bad": [], "lines": N_MESSAGES}
     with brandmind.Memory(home=home) as mem:
-        assert mem.stats()["counts"]["memories"] == N_MESSAGES
+        assert mem.admin.stats()["counts"]["memories"] == N_MESSAGES
         tail = mem.beads_tail(3, user="ann")
         assert [b["turn_id"] for b in tail] == [f"t{i}" for i in range(N_MESSAGES - 3, N_MESSAGES)]

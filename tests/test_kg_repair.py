@@ -94,7 +94,7 @@ def test_kg_rm_removes_a_node_with_its_edges_and_mentions_and_rebuild_agrees(sto
         graph = graph_of(mem)
         assert graph == {"nodes": ["Ann", "Porto"], "edges": [("Ann", "likes", "Porto")], "mentions": []}
         assert mem.get(m)["text"] == "Ann moved to Lisbon"  # the memory stays
-        mem.rebuild()
+        mem.admin.rebuild()
         assert graph_of(mem) == graph
     assert_error(bm("kg", "rm", "Lisbon", "-u", "ann"), 1, "Lisbon")
     assert_error(bm("kg", "show", "Lisbon", "-u", "ann"), 1, "Lisbon")
@@ -116,7 +116,7 @@ def test_kg_merge_moves_edges_and_mentions_and_rebuild_agrees(store, bm):
             "mentions": [("Lisbon", m)]}
     with open_memory() as mem:
         assert graph_of(mem) == want
-        mem.rebuild()
+        mem.admin.rebuild()
         assert graph_of(mem) == want
     # the merged node's id names where it went
     shown = bm("kg", "show", out["merged"], "-u", "ann")
@@ -197,5 +197,5 @@ def test_sync_carries_rm_and_merge_and_late_edges_follow_the_merge(two_stores):
     assert graph_of(a) == want
     assert graph_of(b) == want
     for mem in (a, b):
-        mem.rebuild()
+        mem.admin.rebuild()
         assert graph_of(mem) == want

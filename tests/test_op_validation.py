@@ -144,10 +144,10 @@ def _stream(material: dict, first_seq: int = 1) -> tuple[list[dict], dict]:
 
 def _library_commands(mem: Memory) -> None:
     """Every read and maintenance path of the API; only BMError may come out."""
-    for call in (lambda: mem.stats(), lambda: mem.recall("Lisbon", user="ann"),
-                 lambda: mem.context("where does Ann live", user="ann"), lambda: mem.doctor(),
+    for call in (lambda: mem.admin.stats(), lambda: mem.recall("Lisbon", user="ann"),
+                 lambda: mem.context("where does Ann live", user="ann"), lambda: mem.admin.doctor(),
                  lambda: list(export_lines(mem)), lambda: mem.beads_tail(user="ann"),
-                 lambda: mem.list_memories(all_users=True), lambda: mem.rebuild()):
+                 lambda: mem.list_memories(all_users=True), lambda: mem.admin.rebuild()):
         try:
             call()
         except BMError:
@@ -193,11 +193,11 @@ def test_every_wrong_field_of_every_pulled_op_is_refused_and_the_rest_of_the_str
             assert (kind, field) in named, (kind, field)
         # every kind had at least one of its mutations refused
         assert {kind for kind, _ in named} == set(opcheck.CHECKS)
-        checks = {c["check"]: c for c in mem.doctor()}
+        checks = {c["check"]: c for c in mem.admin.doctor()}
         assert not checks["quarantined ops"]["ok"]
         assert "importance" in checks["quarantined ops"]["detail"] or len(quarantined) > 5
         _library_commands(mem)
-        rebuilt = mem.rebuild()
+        rebuilt = mem.admin.rebuild()
         assert rebuilt["skipped"] == len(opcheck.quarantined(mem.sql)) > 0
     _cli_commands()
 
@@ -234,7 +234,7 @@ def test_refused_op_relayed_by_another_device_stays_refused(material: dict, stor
     with Memory() as mem:
         mem.receive_ops([op])
         assert [q["op_id"] for q in opcheck.quarantined(mem.sql)] == [f"{PEER}:1"]
-        assert mem.stats()["counts"]["memories"] == 0
+        assert mem.admin.stats()["counts"]["memories"] == 0
 
 
 # -- 2. import ---------------------------------------------------------------------------------------

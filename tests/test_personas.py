@@ -349,7 +349,7 @@ def test_rebuild_gives_the_same_persona_state(bm, store):
     before = tables()
     assert len(before["persona_users"]) == 3 and len(before["persona_docs"]) == 1
     with open_memory() as mem:
-        mem.rebuild()
+        mem.admin.rebuild()
     assert tables() == before
     assert [p["handle"] for p in bm("persona", "list", "--user", "ann").json()] == ["qsr_real_estate"]
 
@@ -389,7 +389,7 @@ def test_forget_user_removes_their_assignments_and_redacts_their_ops(bm, store):
     assert all(op["payload"]["user"] == "bob" for op in held_ops if not op["payload"].get("redacted"))
     with open_memory() as mem:
         assert mem.shared_blocks("ann") == []
-        mem.rebuild()
+        mem.admin.rebuild()
         assert mem.user_personas("ann") == []
     # a late assign stamped before the forget (another replica's) does not resurrect it
     from brandmind import personas

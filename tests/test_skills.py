@@ -306,7 +306,7 @@ def test_merge_rule_commutes_and_rebuild_reproduces_skills(store):
 
         before = mem.skills(full=True)
         assert [(s["name"], s["description"]) for s in before] == [("a", "revived"), ("c", "sea two")]
-        mem.rebuild()
+        mem.admin.rebuild()
         assert mem.skills(full=True) == before
     # the index deleted outright: reopening refills it from the log
     for f in home.glob("memory.sqlite*"):

@@ -132,7 +132,7 @@ def answers(home: Path, **kwargs) -> dict:
             "tail": {u: mem.beads_tail(50, user=u) for u in ("ann", "bob")},
             "thread": mem.beads_tail(5, user="ann", thread="chat"),
             "list": mem.list_memories(all_users=True, limit=1000),
-            "counts": mem.stats()["counts"],
+            "counts": mem.admin.stats()["counts"],
         }
 
 
@@ -203,9 +203,9 @@ def test_each_mutation_appends_exactly_its_ops(home):
         # reads and maintenance append nothing
         assert kinds(mem, lambda: mem.recall("Lisbon", user="ann")) == []
         assert kinds(mem, lambda: list(export_lines(mem))) == []
-        assert kinds(mem, lambda: mem.rebuild()) == []
-        assert kinds(mem, lambda: mem.reindex()) == []
-        assert kinds(mem, lambda: mem.doctor()) == []
+        assert kinds(mem, lambda: mem.admin.rebuild()) == []
+        assert kinds(mem, lambda: mem.admin.reindex()) == []
+        assert kinds(mem, lambda: mem.admin.doctor()) == []
         # failed mutations append nothing
         for bad in (lambda: mem.remember("   ", user="ann"),
                     lambda: mem.remember("x", type="gossip"),
@@ -239,7 +239,7 @@ def test_rebuild_answers_exactly_like_the_original(home):
     assert not any(m["text"].startswith("Ann's old address") for r in original["recall"] for m in r)
 
     with brandmind.Memory(home=home) as mem:
-        result = mem.rebuild()
+        result = mem.admin.rebuild()
     assert result["memories"] == 21 and result["ops"] == len(list(_ops(home)))
     assert answers(home) == original
 
@@ -253,7 +253,7 @@ def test_rebuild_answers_exactly_like_the_original(home):
         with mem.log.write() as t:
             t.clear("beads", "bead_time", "bead_keys")
         assert mem.beads_tail(5, user="ann") == []
-        mem.rebuild()
+        mem.admin.rebuild()
     assert answers(home) == original
 
 
@@ -340,7 +340,7 @@ def test_forget_removes_the_memory_everywhere_and_redacts_the_log(home):
         assert SECRET not in json.dumps(list(log.values()))
         for word in (b"hunter2xyz", b"Zanzibar pineapple"):
             assert word not in lmdb_dump(mem)
-        assert all(c["ok"] for c in mem.doctor())
+        assert all(c["ok"] for c in mem.admin.doctor())
 
     # the SQLite file overwrites deleted rows (secure_delete), so the text is not in it either.
     # (LMDB may keep the old version of a page in its free space until the page is reused, so
@@ -350,7 +350,7 @@ def test_forget_removes_the_memory_everywhere_and_redacts_the_log(home):
 
     # and a rebuild from that log does not bring it back
     with brandmind.Memory(home=home) as mem:
-        mem.rebuild()
+        mem.admin.rebuild()
         with pytest.raises(NotFound):
             mem.get(m["id"])
         assert mem.get(keep["id"])["text"] == keep["text"]
@@ -389,7 +389,7 @@ def test_forget_user_removes_their_beads_and_leaves_other_users_alone(home):
         for bead_id in ann_beads:
             with pytest.raises(NotFound):
                 mem.get_bead(bead_id)
-        assert mem.stats(user="ann")["counts"] == {"memories": 0, "beads": 0, "nodes": 0, "edges": 0}
+        assert mem.admin.stats(user="ann")["counts"] == {"memories": 0, "beads": 0, "nodes": 0, "edges": 0}
         with pytest.raises(NotFound):
             mem.kg_node("ann-node", user="ann")
         assert bob_view(mem) == bob_before
@@ -404,7 +404,7 @@ def test_forget_user_removes_their_beads_and_leaves_other_users_alone(home):
         assert bob_view(mem) == bob_before
         after = answers_of(mem)
     with brandmind.Memory(home=home) as mem:
-        mem.rebuild()
+        mem.admin.rebuild()
         assert bob_view(mem) == bob_before
         assert answers_of(mem) == after
 
@@ -476,23 +476,23 @@ def test_big_bead_content_goes_to_the_blob_store_and_reads_back(home):
         b2 = mem.add_bead(big, user="bob")
         assert mem.log.get_bead(b2["id"])["blob"] == digest and b2["id"] != b1["id"]
         assert sorted(mem.blobs.digests()) == sorted({digest, raw_wide["blob"]})
-        assert mem.stats()["blobs"] == 2
+        assert mem.admin.stats()["blobs"] == 2
         # an ingested message over the threshold is offloaded too, and still recallable
         msg = {"id": "long-1", "role": "user", "content": "Lisbon " + "words " * 400}
         mem.ingest([json.dumps(msg)], user="ann")
         bead = mem.log.get_bead(mem.log.bead_ids("ann", 1)[0])
         assert "blob" in bead and mem.get_bead(bead["id"])["content"] == msg["content"]
         assert mem.recall("Lisbon", user="ann")[0]["provenance"][0]["bead"] == bead["id"]
-        assert all(c["ok"] for c in mem.doctor())
+        assert all(c["ok"] for c in mem.admin.doctor())
         tail = mem.beads_tail(10, user="ann")
-        mem.rebuild()
+        mem.admin.rebuild()
         assert mem.beads_tail(10, user="ann") == tail
         # a missing blob is a clear error and doctor names it
         path.unlink()
         with pytest.raises(BMError, match="missing") as exc:
             mem.get_bead(b1["id"])
         assert "bm doctor" in exc.value.hint
-        assert not next(c for c in mem.doctor() if c["check"] == "blobs")["ok"]
+        assert not next(c for c in mem.admin.doctor() if c["check"] == "blobs")["ok"]
 
 
 # -- embedding model checks ----------------------------------------------------------------
@@ -525,7 +525,7 @@ def test_a_store_refuses_another_model_until_reindexed(home):
         mem.remember("Ann lives in Lisbon", user="ann")
         mem.remember("Bob drinks coffee", user="bob")
         mem.ingest(messages(6), user="ann")
-        n = mem.stats()["counts"]["memories"]
+        n = mem.admin.stats()["counts"]["memories"]
 
     with pytest.raises(ModelMismatch) as exc:
         brandmind.Memory(home=home, embedder=OtherEmbedder())
@@ -538,9 +538,9 @@ def test_a_store_refuses_another_model_until_reindexed(home):
         with pytest.raises(ModelMismatch) as exc2:
             mem.remember("a new memory before reindexing", user="ann")
         assert "bm reindex" in exc2.value.hint
-        assert mem.stats()["counts"]["memories"] == n
-        assert mem.reindex() == {"memories": n, "model": "other:16", "dim": 16}
-        assert mem.stats()["model"] == "other:16" and mem.stats()["dim"] == 16
+        assert mem.admin.stats()["counts"]["memories"] == n
+        assert mem.admin.reindex() == {"memories": n, "model": "other:16", "dim": 16}
+        assert mem.admin.stats()["model"] == "other:16" and mem.admin.stats()["dim"] == 16
         hits = mem.recall("Ann lives in Lisbon", user="ann", k=3)
         assert hits[0]["text"] == "Ann lives in Lisbon"
         assert hits[0]["signals"]["vector"]["rank"] == 1
@@ -548,13 +548,13 @@ def test_a_store_refuses_another_model_until_reindexed(home):
     with brandmind.Memory(home=home, embedder=OtherEmbedder()) as mem:  # no override needed now
         mem.remember("Ann plays the piano", user="ann")
         assert mem.recall("piano", user="ann")[0]["text"] == "Ann plays the piano"
-        assert all(c["ok"] for c in mem.doctor())
-        mem.rebuild()
+        assert all(c["ok"] for c in mem.admin.doctor())
+        mem.admin.rebuild()
         assert mem.recall("Ann lives in Lisbon", user="ann")[0]["text"] == "Ann lives in Lisbon"
     delete_index(home)
     with brandmind.Memory(home=home, embedder=OtherEmbedder()) as mem:
         assert (mem.sql.model, mem.sql.dim) == ("other:16", 16)
-        assert mem.stats()["counts"]["memories"] == n + 1
+        assert mem.admin.stats()["counts"]["memories"] == n + 1
 
     # and now the hash embedder is the stranger
     with pytest.raises(ModelMismatch, match="other:16"):
@@ -605,7 +605,7 @@ def rebuild_reproduces_export(operations) -> None:
         with brandmind.Memory(home=home, create=True) as mem:
             run_operations(mem, operations)
             before = list(export_lines(mem))
-            mem.rebuild()
+            mem.admin.rebuild()
             assert list(export_lines(mem)) == before
         delete_index(home)
         with brandmind.Memory(home=home) as mem:

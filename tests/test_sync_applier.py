@@ -100,7 +100,7 @@ def test_a_pull_applied_by_the_helper_gives_the_same_store(stores, monkeypatch):
     # and recall in the round's process sees the pulled state
     assert [m["text"] for m in c.recall("where does Ann live", user="ann", k=3)][:1] == \
            [m["text"] for m in d.recall("where does Ann live", user="ann", k=3)][:1]
-    c.rebuild()
+    c.admin.rebuild()
     assert list(export_lines(c)) == expected
 
 

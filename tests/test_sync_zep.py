@@ -248,7 +248,7 @@ def test_retired_fact_forget_and_forgotten_user_become_deletions(zep, sink_for, 
     clean(sync_once(mem, remote))
     assert set(edges_by_bm_id(zep)) == {lisbon, tea}
     mapping = remote.mapping()
-    mem.rebuild()  # remote_map is device state, not in the log: a rebuild keeps it
+    mem.admin.rebuild()  # remote_map is device state, not in the log: a rebuild keeps it
     assert remote.mapping() == mapping and len(mapping) == 3
     porto = mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Porto"}, user="ann")
     assert porto["retired"] == [lisbon]
