@@ -35,6 +35,11 @@ class HLC(NamedTuple):
         return cls(int(value[0]), int(value[1]), str(value[2]))
 
 
+def hlc_key(hlc: list) -> str:
+    """A string that sorts like the HLC tuple (wall ms, counter, replica)."""
+    return f"{int(hlc[0]):015d}.{int(hlc[1]):08d}.{hlc[2]}"
+
+
 def now_millis() -> int:
     return time.time_ns() // 1_000_000 + _TEST_SHIFT_MS
 

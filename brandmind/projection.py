@@ -112,16 +112,12 @@ import json
 from typing import Callable
 
 from . import converge
+from .clock import hlc_key  # noqa: F401 (re-exported: callers import it from here)
 from .opcheck import REFUSED, quarantine
 from .oplog import LogTxn
 from .sqlstore import SQLStore
 
 VectorFor = Callable[[str], bytes]
-
-
-def hlc_key(hlc: list) -> str:
-    """A string that sorts like the HLC tuple (wall ms, counter, replica)."""
-    return f"{int(hlc[0]):015d}.{int(hlc[1]):08d}.{hlc[2]}"
 
 
 def apply_log_side(txn: LogTxn, op: dict, hk: str | None = None) -> None:
