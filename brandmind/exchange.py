@@ -64,7 +64,7 @@ def export_lines(mem: "Memory") -> Iterator[str]:
 
     for rec in skills.export_records(mem):  # skills by name, then workspace files by user and path
         yield _line(rec)
-    for rec in workspace.export_records(mem):
+    for rec in workspace.export_records(mem.store):
         yield _line(rec)
     from .blocks import export_records as block_records
 
@@ -212,7 +212,7 @@ def _import_batch(mem: "Memory", pending: list[tuple[int, dict]], counts: dict) 
             elif kind in ("skill", "file"):
                 from . import skills, workspace
 
-                item = skills.import_payload(mem, rec) if kind == "skill" else workspace.import_record(mem, rec)
+                item = skills.import_payload(mem, rec) if kind == "skill" else workspace.import_record(mem.store, rec)
                 if item is None:  # a skill of that name, or a file at that path, exists
                     counts["skipped"] += 1
                     continue

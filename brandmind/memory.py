@@ -214,9 +214,7 @@ class Memory:
             types=tuple(validate.memory_type(t) for t in types),
             since=parse_time(since, field="since"), until=_until(parse_time(until, field="until"), now_ms, now),
             now=now_ms, as_of=parse_time(as_of, field="as_of") if as_of is not None else None)
-        from .workspace import refresh as refresh_workspace
-
-        refresh_workspace(self, filters.user)  # re-index notes and profile files changed on disk
+        # reads do not write: no workspace refresh here (it is explicit, see brandmind/workspace.py)
         qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
         if qvec.shape != (self.sql.dim,):
             from .errors import ModelMismatch
@@ -373,7 +371,7 @@ class Memory:
         ``find``, ``index``); notes and profile files are indexed for recall."""
         from .workspace import Workspace
 
-        return Workspace(self, user)
+        return Workspace(self.store, user)
 
     # -- core memory blocks: CRDT text with a limit (brandmind/blocks.py) -------------
     def block_list(self, user: str | None = None, agent: str | None = None) -> list[dict]:
@@ -514,7 +512,7 @@ class Memory:
         forget_user_ops(self.store, user)
         from .workspace import forget_user_files
 
-        counts["files"] = forget_user_files(self, user)  # the workspace (its chunks went above)
+        counts["files"] = forget_user_files(self.store, user)  # the workspace (its chunks went above)
         self.sql.truncate_wal()
         return counts
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 
 from .errors import ModelMismatch, StoreCorrupt
 from .oplog import dumps
+from .storage import workspace as workspace_schema
 
 
 def _vec_table(dim: int) -> str:
@@ -142,9 +143,9 @@ def _personas_schema() -> list[str]:
 
 
 def _skills_schema() -> list[str]:
-    from . import skills, workspace
+    from . import skills
 
-    return [*skills.SCHEMA, *workspace.SCHEMA]
+    return [*skills.SCHEMA, *workspace_schema.SCHEMA]
 
 
 def _blocks_schema() -> list[str]:

@@ -25,8 +25,8 @@ LAYERS: list[tuple[str, list[str]]] = [
                "held", "converge", "applying", "projection", "replication"]),
     ("store", ["store"]),
     ("domain", ["beads", "scoring", "recall", "facts", "graph", "blocks", "personas", "skills",
-                "workspace*", "privacy", "context", "consolidate", "forgetting", "exchange",
-                "extract.run", "admin"]),
+                "workspace_files", "workspace_index", "workspace", "privacy", "context", "consolidate",
+                "forgetting", "exchange", "extract.run", "admin"]),
     ("facade", ["memory", ""]),
 ]
 HEAVY = {"numpy", "apsw", "lmdb", "onnxruntime", "onnx", "pycrdt", "boto3", "botocore", "sqlite_vec",

@@ -541,11 +541,12 @@ def test_two_devices_with_one_replica_id_stop_with_a_conflict(pair):
 
 def test_pulled_workspace_chunks_survive_a_refresh_on_a_device_without_the_file(pair):
     """Workspace files stay on the device that wrote them; their chunks (memories) sync.  A
-    refresh on another device (it runs before every recall) must not take the missing file
+    refresh on another device (`bm recall` runs one before it reads) must not take the missing file
     for a deleted one and forget the chunks everywhere."""
     a, b = pair
     a.workspace("ann").write("/notes/trip.md", "# Trip\n\nWe fly to Lisbon in May.")
     b.receive_ops(a.log.ops_of(a.log.replica, 0))
+    b.workspace("ann").refresh()  # what `bm recall` runs before it reads
     assert ["Lisbon" in m["text"] for m in b.recall("Lisbon", user="ann", k=3)] == [True]
     assert not b.log.ops_of(b.log.replica, 0)  # the refresh wrote nothing
     memories = [[x for x in export_lines(m) if '"kind":"memory"' in x] for m in (a, b)]

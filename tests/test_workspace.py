@@ -302,18 +302,18 @@ def test_refresh_api_and_its_cost_when_nothing_changed(store):
         for i in range(50):
             area = "/.profile" if i % 10 == 0 else "/notes"
             ws.write(f"{area}/f{i:02d}.md", f"# File {i}\n\nAnn's note number {i} about topic {i * 7}.\n")
-        assert refresh(mem, "ann") is None
+        assert refresh(mem.store, "ann") is None
         times = []
         for _ in range(30):
             t = time.perf_counter()
-            assert refresh(mem, "ann") is None
+            assert refresh(mem.store, "ann") is None
             times.append(time.perf_counter() - t)
         assert min(times) < 0.002, f"refresh with nothing changed took {min(times) * 1000:.2f} ms"
         (ws.root / "notes" / "f05.md").write_text("Ann switched to decaf.", encoding="utf-8")
-        report = refresh(mem, "ann")
+        report = refresh(mem.store, "ann")
         assert report["indexed"] == ["/notes/f05.md"] and report["forgotten"] == 1
-        assert refresh(mem, "ann") is None
-        assert refresh(mem, "nobody") is None and not (ws.root.parent / "nobody").exists()
+        assert refresh(mem.store, "ann") is None
+        assert refresh(mem.store, "nobody") is None and not (ws.root.parent / "nobody").exists()
 
 
 def test_two_processes_indexing_at_once_index_once(store):
