@@ -104,6 +104,8 @@ def test_function_level_imports_are_only_for_heavy_third_party_modules(mods):
                 # the CLI and sync defer the library and each other so `bm --help` stays fast
                 if top == "brandmind" and not archcheck.library(name):
                     continue
+                if name == "brandmind" and node.name == "__getattr__":
+                    continue  # the package defers Memory: `import brandmind` (and `bm --help`) stay fast
                 if top == "brandmind" and archcheck.library(name):
                     bad.append(f"{name}:{inner.lineno} imports {target} inside a function")
     print("\n".join(bad))
