@@ -3,7 +3,7 @@
 
 A round: read the remote's heads, plan (``plan.py``: pure), push the ops the remote lacks
 (ours; others' too when the remote relays), pull the ops we lack and hand them to
-``Memory.receive_ops`` (which applies the merge rules: ``rules.py``).  The remote owns all
+``Store.receive_ops`` (which applies the merge rules: brandmind/merge.py).  The remote owns all
 I/O; this module only sequences it and keeps records.
 
 The local op log is the durable queue: nothing is removed from it when a push succeeds, so
