@@ -28,7 +28,7 @@ secret     known key shapes (``sk-``, ``sk_live_``, ``AKIA``, ``ghp_``/``github_
            and high-entropy tokens of 20+ characters within 40 characters of key / token /
            secret / password / credential
 name       honorific + name (``Dr. Patel``), ``my name is ...``, ``name: ...``; and private
-place      terms given with a kind (see :func:`private_terms_for`)
+place      terms given with a kind (see ``brandmind.piiterms.private_terms_from``)
 private    a private term given without a kind
 =========  ==================================================================================
 
@@ -38,15 +38,10 @@ as written.  Overlapping hits are resolved by
 kind priority (secret > card > account > email > phone > address > name/place/private), then
 length.  ``redact(text, hits)`` replaces each span with ``[REDACTED:<kind>]``.
 
-``private_terms_for(mem, user)`` collects the writer's own names and places: from their
-private blocks (the ``human`` block, ``brandmind.blocks.get_block_text``, and every other
-block of theirs in the user or agent scope) and their memories: capitalised proper nouns
-(minus common words, months, weekdays; a word the user also writes in lower case matches
-only as written), and whatever a cue marks as a name whatever its case or place in the
-sentence (:func:`_cue_terms`: "a dog called Biscuit", "Pet: Biscuit", "Biscuit is Ann's
-dog", "Biscuit (her dog)", "Biscuit loves walks"); plus the subject / object of their facts
-and graph nodes (people -> name, places -> place).  It is cached on the store object until
-the next op is applied.
+The writer's own names and places (their private blocks and memories, the subjects and
+objects of their facts, their graph nodes) come from ``private_terms_from`` (pure, in
+``brandmind.piiterms``, re-exported here); ``brandmind.privacy.gather_private_terms(store,
+user)`` reads its inputs from a store and caches them until the next op is applied.
 
 Speed: tens of thousands of sentences a second (tests/test_pii.py measures it).
 """
@@ -56,10 +51,12 @@ import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .memory import Memory
+from .piiterms import MEMORY_LIMIT, Terms, private_terms_from
+
+__all__ = ["KINDS", "Hit", "Terms", "RULES", "MEMORY_LIMIT", "scan", "redact", "describe", "find_private",
+           "private_terms_from"]
 
 KINDS = ("email", "phone", "address", "card", "account", "secret", "name", "place", "private")
 _PRIORITY = {"secret": 0, "card": 1, "account": 2, "email": 3, "phone": 4, "address": 5,
@@ -75,25 +72,6 @@ class Hit:
 
     def as_dict(self) -> dict:
         return {"start": self.start, "end": self.end, "kind": self.kind, "text": self.text}
-
-
-class Terms(set):
-    """A set of private terms that also knows each term's kind (``name``, ``place`` or
-    ``private``) and which terms match only as written (``exact``)."""
-
-    def __init__(self, kinds: Mapping[str, str] | None = None) -> None:
-        super().__init__(kinds or {})
-        self.kinds: dict[str, str] = dict(kinds or {})
-        self.exact: set[str] = set()  # terms matched case-sensitively (names that are also words)
-
-    _RANK = {"name": 0, "place": 1, "private": 2}
-
-    def add_term(self, term: str, kind: str) -> None:
-        """Add ``term``; of two kinds for one spelling the stronger stays (name > place > private)."""
-        self.add(term)
-        old = self.kinds.get(term)
-        if old is None or self._RANK.get(kind, 3) < self._RANK.get(old, 3):
-            self.kinds[term] = kind
 
 
 def _hit(m: re.Match, kind: str, group: int = 0) -> Hit:
@@ -459,182 +437,3 @@ def describe(hits: Iterable[Hit], limit: int = 5) -> str:
     if len(hits) > limit:
         parts.append(f"and {len(hits) - limit} more")
     return ", ".join(parts)
-
-
-# -- the writer's private terms ---------------------------------------------------------------------
-_COMMON = frozenset("""
-a about above after again against all also am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further had
-has have having he her here hers herself him himself his how i if in into is it its itself just
-me more most my myself no nor not now of off on once only or other our ours ourselves out over own
-same she should so some such than that the their theirs them themselves then there these they this
-those through to too under until up very was we were what when where which while who whom why will
-with would you your yours yourself yourselves user users name personal facts fact discovered
-interaction prefers prefer likes like usually often always never new old good great best first last
-next yes ok okay thanks thank please hello hi hey dear team client clients customer customers agent
-assistant today tomorrow yesterday morning evening night week month year monday tuesday wednesday
-thursday friday saturday sunday january february march april may june july august september october
-november december spring summer autumn fall winter q1 q2 q3 q4 kpi kpis yoy mom qsr cpg roi
-analyst manager director head lead vp ceo cfo coo cmo senior junior role industry persona profile
-professional background context habits style communication detailed explanations tables data
-report reports analysis question questions answer answers note notes meeting meetings call email
-phone address store stores location locations site sites brand brands market markets retail real
-estate consumer insights asset management media tobacco restaurant restaurants company companies
-it's i'm i've i'd don't doesn't can't won't isn't we're they're he's she's let's
-""".split())
-_PROPER = re.compile(r"\b[A-Z][\w'’\-]*[a-z][\w'’\-]*(?:\s+(?:(?:de|van|von|da|del|la|le|di|du|bin|al)\s+)?"
-                     r"[A-Z][\w'’\-]*[a-z][\w'’\-]*)*")
-_NAME_LINE = re.compile(r"\b(?:user\s+)?name\s*:\s*([^\n,;.]+)", re.IGNORECASE)
-_PLACE_BEFORE = re.compile(r"\b(?:in|near|from|to|at|around|outside|visited|visiting)\s+(?:the\s+)?$", re.IGNORECASE)
-_PLACE_TYPES = {"place", "location", "city", "country", "town", "region", "address", "venue", "site", "area"}
-_PERSON_TYPES = {"person", "people", "human", "contact", "family", "friend", "colleague", "name"}
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\s*|[\"“(]\s*|[-*•]\s+)$")
-_MEMORY_LIMIT = 5000
-
-
-def _proper_nouns(text: str, lower_words: set[str]) -> list[tuple[str, bool, str]]:
-    """(term, at_sentence_start, kind) for each capitalised run of ``text``; the kind is
-    "place" after in / near / from / to / at ..., else "private"."""
-    out = []
-    for m in _PROPER.finditer(text):
-        kind = "place" if _PLACE_BEFORE.search(text, max(0, m.start() - 14), m.start()) else "private"
-        term = re.sub(r"['’]s$", "", m.group()).strip("'’-")
-        words = term.split()
-        if len(words) == 1:
-            w = words[0].casefold()
-            if w in _COMMON or len(w) < 3 or w in lower_words:
-                continue
-            initial = m.start() == 0 or _SENTENCE_START.search(text, max(0, m.start() - 3), m.start()) is not None
-            out.append((words[0], initial, kind))
-            continue
-        else:  # drop leading common words ("The Lisbon office" -> "Lisbon")
-            while words and words[0].casefold() in _COMMON:
-                words.pop(0)
-            while words and words[-1].casefold() in _COMMON:
-                words.pop()
-            if not words:
-                continue
-            term = " ".join(words)
-            if len(words) == 1 and (term.casefold() in _COMMON or len(term) < 3):
-                continue
-        out.append((term, False, kind))
-    return out
-
-
-# what names a thing: "called Biscuit", "named biscuit", "her name is Biscuit", "goes by Bis"
-_NAMED = re.compile(r"\b(?:called|named|nicknamed|name\s+is|name['’]s|goes\s+by|known\s+as)\s+"
-                    r"([A-Za-z][\w'’\-]*(?:\s+[A-Z][\w'’\-]*)?)")
-# nouns whose label or apposition marks a name: pets, family, people around the user, their places
-_NAMED_NOUNS = (r"pet|pets|dog|dogs|puppy|cat|cats|kitten|horse|pony|bird|parrot|rabbit|bunny|hamster|fish|"
-                r"turtle|tortoise|snake|lizard|ferret|son|daughter|kid|kids|child|children|baby|wife|husband|"
-                r"partner|spouse|boyfriend|girlfriend|fianc[ée]e?|sister|brother|sibling|twin|mother|mom|mum|"
-                r"father|dad|parent|grandma|grandpa|grandmother|grandfather|aunt|uncle|cousin|niece|nephew|"
-                r"friend|best friend|boss|manager|colleague|coworker|roommate|flatmate|neighbou?r|nickname|"
-                r"employer|company|school|university|hometown|street|neighbou?rhood")
-# "Pet: Biscuit", "- dog - Biscuit", "Sister's name: Imogen"
-_LABELLED = re.compile(rf"(?im)^[ \t]*(?:[-*•][ \t]*)?(?:\w+['’]s[ \t]+)?(?:{_NAMED_NOUNS})(?:['’]s[ \t]+name)?"
-                       r"[ \t]*[:=\-–—][ \t]*([A-Za-z][\w'’\-]*(?:[ \t]+[A-Z][\w'’\-]*)?)")
-# "Biscuit is Ann's dog", "Biscuit, her dog", "Biscuit (the user's cat)"
-_APPOSED = re.compile(rf"\b([A-Z][\w'’\-]*[a-z][\w'’\-]*)(?:\s*[,(]\s*|\s+(?:is|was)\s+)(?:also\s+)?"
-                      rf"(?:[A-Z]\w*['’]s|her|his|my|their|our|the\s+user['’]s)\s+(?:\w+\s+)?(?:{_NAMED_NOUNS})\b")
-# "Biscuit loves walks": a capitalised word opening a sentence, then a verb only people and pets do
-_ANIMATE = re.compile(r"(?:^|[.!?;\n]\s*)([A-Z][a-z][\w'’\-]*)\s+(?:loves|adores|hates|barks|meows|purrs|sleeps|"
-                      r"naps|fetches|chases|bites|cuddles|snores|likes\s+to|enjoys)\b")
-_NOT_CUED = {"it", "me", "him", "her", "them", "us", "you", "after", "off", "out", "up", "back", "in", "on", "for",
-             "a", "an", "the", "this", "that", "by", "to", "as", "because", "something", "anything"}
-
-
-def _cue_terms(text: str) -> list[tuple[str, str, tuple[int, int]]]:
-    """(term, kind, span) of what a cue in ``text`` marks as a name, whatever its case or place
-    in the sentence (see the module docstring)."""
-    out = []
-    for pattern in (_NAMED, _LABELLED, _APPOSED, _ANIMATE):
-        for m in pattern.finditer(text):
-            term = re.sub(r"['’]s$", "", m.group(1)).strip("'’-")
-            words = term.split()
-            while words and words[-1].casefold() in _COMMON | _NOT_CUED:
-                words.pop()
-            if not words or words[0].casefold() in _COMMON | _NOT_CUED or len(words[0]) < 2:
-                continue
-            term = " ".join(words)
-            out.append((term[0].upper() + term[1:], "name", m.span(1)))
-    return out
-
-
-def private_terms_for(mem: "Memory", user: str) -> Terms:
-    """The names and places of ``user``'s private content (see the module docstring); a
-    :class:`Terms` set (``.kinds``: term -> "name" | "place").  Cached on ``mem`` until the
-    next op is applied, so a burst of writes pays for it once."""
-    stamp = (user, mem.sql.applied())
-    cache = getattr(mem, "_pii_terms_cache", None)
-    if cache is not None and cache[0] == stamp:
-        return cache[1]
-    texts: list[str] = []
-    terms = Terms()
-    from . import blocks
-
-    human = blocks.get_block_text(mem, user=user, agent=None, label="human")
-    if human:
-        texts.append(human)
-    # their other private blocks (user and agent scopes; never a shared persona block)
-    for (value,) in mem.sql.conn.execute(
-            "SELECT value FROM blocks WHERE user_id = ? AND scope IN ('user', 'agent') AND value != '' "
-            "ORDER BY id", (user,)):
-        if value != human:
-            texts.append(value)
-    if human:
-        for m in _NAME_LINE.finditer(human):
-            value = m.group(1).strip().strip(".")
-            if value and value[0].isupper() and len(value) <= 80:
-                terms.add_term(value, "name")
-                for part in value.split():  # every capitalised part, even "Will" (then matched as written)
-                    part = part.strip(".,")
-                    if len(part) >= 2 and part[0].isupper() and part.casefold() not in ("user", "name"):
-                        terms.add_term(part, "name")
-    c = mem.sql.conn
-    for text, subject, obj in c.execute(
-            "SELECT text, subject, object FROM memories WHERE user_id = ? ORDER BY created_at DESC LIMIT ?",
-            (user, _MEMORY_LIMIT)):
-        texts.append(text)
-        if subject and subject.casefold() not in _COMMON and subject.casefold() not in ("i", "me", user.casefold()):
-            terms.add_term(subject, "name")
-    node_kinds = {}
-    for name, type_ in c.execute("SELECT name, type FROM kg_nodes WHERE user_id = ?", (user,)):
-        t = (type_ or "").casefold()
-        if t in _PLACE_TYPES:
-            node_kinds[name] = "place"
-        elif t in _PERSON_TYPES:
-            node_kinds[name] = "name"
-    for name, kind in node_kinds.items():
-        if name.casefold() not in _COMMON and len(name) >= 2:
-            terms.add_term(name, kind)
-    # objects of facts: places when the graph says so, else names if they look proper
-    for (obj,) in c.execute("SELECT DISTINCT object FROM memories WHERE user_id = ? AND object IS NOT NULL",
-                            (user,)):
-        if obj in node_kinds or not obj[:1].isupper() or obj.casefold() in _COMMON or len(obj) > 80:
-            continue
-        terms.add_term(obj, "private")
-    lower_words: set[str] = set()
-    cued: list[tuple[str, str]] = []
-    for text in texts:
-        spans = []
-        for term, kind, span in _cue_terms(text):
-            cued.append((term, kind))
-            spans.append(span)
-        for a, b in reversed(spans):  # the cued word itself is no everyday use of it
-            text = text[:a] + " " + text[b:]
-        lower_words.update(w for w in re.findall(r"\b[a-z][\w'’\-]*", text))
-    for term, kind in cued:
-        terms.add_term(term, kind)
-    # a single capitalised word seen only at the start of sentences is ambiguous ("Lives near
-    # ...", "Prefers ..."): taken only when it is also capitalised mid-sentence somewhere
-    found = [pair for text in texts for pair in _proper_nouns(text, lower_words)]
-    mid_sentence = {term for term, initial, _ in found if not initial}
-    for term, initial, kind in found:
-        if not initial or term in mid_sentence:
-            terms.add_term(term, kind)
-    # a name that is also an everyday word (Will, Mark, Rose, Bill) matches only as written:
-    # case-insensitively it would refuse every note with "will" in it
-    terms.exact.update(t for t in terms if " " not in t and (t.casefold() in lower_words or t.casefold() in _COMMON))
-    mem._pii_terms_cache = (stamp, terms)
-    return terms

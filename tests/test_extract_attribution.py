@@ -271,13 +271,13 @@ def test_a_pets_name_in_the_writers_human_block_is_refused_in_a_shared_block(sto
 
 
 def test_names_cued_in_other_private_blocks_and_memories_count_and_common_words_do_not(store):
-    from brandmind import pii
+    from brandmind import pii, privacy
     from brandmind.memory import Memory
 
     with Memory() as mem:
         mem.block_set("project_notes", "Sister's name: Imogen. Work is her passion.", user="sam")
         mem.remember("My cat, Pixel, sleeps all day. Coffee keeps me going.", user="sam")
-        terms = pii.private_terms_for(mem, "sam")
+        terms = privacy.gather_private_terms(mem.store, "sam")
         assert {"Imogen", "Pixel"} <= terms
         for common in ("Work", "Coffee", "Sister"):
             assert common not in terms

@@ -3,7 +3,7 @@
 Corpus: tests/data/pii_corpus.jsonl, one sentence a line, written for this test: service-
 experience notes an agent might put in a shared persona block.  ``pii`` says whether the
 sentence holds PII, ``kinds`` which, ``private_terms`` the writer's private names/places
-(what ``pii.private_terms_for`` would return) when the sentence was written against some.
+(what ``privacy.gather_private_terms`` would return) when the sentence was written against some.
 Most clean sentences are built to look risky (dates, prices, percentages, counts, KPIs,
 versions, ids, city names used generically, the words key/token/password).  Lines with
 ``"split": "holdout"`` were written after the rules were tuned and never tuned against.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from brandmind import pii
+from brandmind import pii, privacy
 
 CORPUS = Path(__file__).parent / "data" / "pii_corpus.jsonl"
 RECALL_TARGET, PRECISION_TARGET = 0.95, 0.90
@@ -179,17 +179,17 @@ def test_private_terms_come_from_the_human_block_memories_and_facts(store):
         mem.remember("Prefers weekly summaries on Monday.", user="sarah")
         mem.add_fact({"subject": "Sarah", "predicate": "works_at", "object": "Grupo Pereira"}, user="sarah")
         mem.remember("Bob likes Houston.", user="bob")
-        terms = pii.private_terms_for(mem, "sarah")
+        terms = privacy.gather_private_terms(mem.store, "sarah")
         for term in ("Sarah Whitcombe", "Whitcombe", "Richmond", "Imogen", "Porto", "Grupo Pereira"):
             assert term in terms, (term, sorted(terms))
         assert terms.kinds["Sarah Whitcombe"] == "name"
         for common in ("Prefers", "Monday", "May", "User", "Lives"):
             assert common not in terms, common
         assert "Bob" not in terms and "Houston" not in terms  # another user's words
-        assert pii.private_terms_for(mem, "sarah") is terms  # cached until the next op
+        assert privacy.gather_private_terms(mem.store, "sarah") is terms  # cached until the next op
         mem.remember("Dinner with Ottoline.", user="sarah")
-        assert "Ottoline" in pii.private_terms_for(mem, "sarah")
-        hits = pii.scan("QSR users near Richmond like Imogen want maps", private_terms=pii.private_terms_for(mem, "sarah"))
+        assert "Ottoline" in privacy.gather_private_terms(mem.store, "sarah")
+        hits = pii.scan("QSR users near Richmond like Imogen want maps", private_terms=privacy.gather_private_terms(mem.store, "sarah"))
         assert {h.text for h in hits} == {"Richmond", "Imogen"}
 
 
@@ -200,7 +200,7 @@ def test_a_name_that_is_an_everyday_word_matches_only_as_written(store):
         mem.block_set("human", "User name: Will Harper\nPersonal facts about the user to be discovered "
                                "through interaction.", user="will")
         mem.remember("I will send the deck to Will's manager tomorrow.", user="will")
-        terms = pii.private_terms_for(mem, "will")
+        terms = privacy.gather_private_terms(mem.store, "will")
         assert {"Will Harper", "Will", "Harper"} <= terms and "Personal" not in terms
         assert "Will" in terms.exact and "Harper" not in terms.exact
         note = "Users will ask for maps; harper-style notes are fine"

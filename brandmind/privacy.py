@@ -1,0 +1,49 @@
+"""A writer's private terms, gathered from a store for the PII guard of shared blocks.
+
+``gather_private_terms(store, user)`` reads what ``user`` keeps private -- their ``human``
+block and their other blocks in the user and agent scopes (never a shared persona block),
+their newest memories (``pii.MEMORY_LIMIT``), their graph nodes and the objects of their
+facts -- and hands it to the pure :func:`brandmind.pii.private_terms_from`.  The result is
+cached per store until the next op is applied, so a burst of writes pays for it once.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from . import pii
+
+__all__ = ["gather_private_terms"]
+
+# store.sql -> ((user, applied), Terms): both a Memory and its Store share one SQLStore
+_CACHE: "weakref.WeakKeyDictionary[Any, tuple[tuple[str, int], pii.Terms]]" = weakref.WeakKeyDictionary()
+
+
+def gather_private_terms(store: Any, user: str) -> pii.Terms:
+    """The names and places of ``user``'s private content (see ``brandmind.pii``); a
+    :class:`~brandmind.pii.Terms` set (``.kinds``: term -> "name" | "place" | "private")."""
+    sql = store.sql
+    stamp = (user, sql.applied())
+    cached = _CACHE.get(sql)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    c = sql.conn
+    human: str | None = None
+    blocks: list[str] = []
+    for scope, label, value in c.execute(
+            "SELECT scope, label, value FROM blocks WHERE user_id = ? AND scope IN ('user', 'agent') "
+            "AND value != '' ORDER BY id", (user,)):
+        if scope == "user" and label == "human":
+            human = value
+        blocks.append(value)
+    blocks = [value for value in blocks if value != human]
+    memories = list(c.execute(
+        "SELECT text, subject FROM memories WHERE user_id = ? ORDER BY created_at DESC LIMIT ?",
+        (user, pii.MEMORY_LIMIT)))
+    nodes = list(c.execute("SELECT name, type FROM kg_nodes WHERE user_id = ?", (user,)))
+    objects = [obj for (obj,) in c.execute(
+        "SELECT DISTINCT object FROM memories WHERE user_id = ? AND object IS NOT NULL", (user,))]
+    terms = pii.private_terms_from(user, human=human, blocks=blocks, memories=memories, nodes=nodes,
+                                   objects=objects)
+    _CACHE[sql] = (stamp, terms)
+    return terms
