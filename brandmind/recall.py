@@ -39,11 +39,18 @@ import math
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .sqlstore import SQLStore
+from . import scoring
+from .scoring import Candidate, Signals, Weights
+from .storage import graph as kg
+from .storage import memories
+from .storage.memories import current_sql
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .sqlstore import SQLStore
 
 RRF_K = 60
 COMMON_SHARE = 0.1     # keyword search skips words found in more than this share of memories
@@ -77,8 +84,6 @@ class Filters:
     everything: bool = False      # retired and ended memories too (what `forget --match` sees)
 
     def sql(self, alias: str = "m") -> tuple[str, list[Any]]:
-        from .facts import current_sql
-
         where, args = [f"{alias}.user_id = ?"], [self.user]
         if self.scope == "global":
             where.append(f"{alias}.agent_id IS NULL")
@@ -157,13 +162,7 @@ class VectorMatrix:
     _user_masks: dict = field(default_factory=dict, repr=False)
 
     def extend(self, sql: SQLStore, dim: int) -> None:
-        # The filter columns come from `memories` (the same values the vec0 table keeps as
-        # metadata; agent NULL there is '' here): reading them out of vec0 row by row
-        # cost more than the vectors themselves (1.7 s -> ~0.8 s at 100,000 memories).
-        rows = sql.conn.execute(
-            "SELECT v.rowid, v.embedding, m.user_id, coalesce(m.agent_id, ''), m.type, m.created_at "
-            "FROM memories_vec v JOIN memories m ON m.rowid = v.rowid WHERE v.rowid > ?",
-            (self.max_rowid,)).fetchall()
+        rows = memories.vectors_after(sql, self.max_rowid)
         if not rows:
             return
         rowids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
@@ -242,32 +241,6 @@ GRAPH_SEEDS = 10       # the best candidates whose graph neighbourhood is explor
 GRAPH_HOPS = 2
 NEIGHBOUR_SEEDS = 100  # the best candidates whose neighbouring turns join the pool
 EXTRA_CANDIDATES = 20  # newest / most important memories added when those signals count
-_SPACE = re.compile(r"\s+")
-
-
-@dataclass(frozen=True)
-class Weights:
-    """How much each signal counts (config keys ``weight_<name>``); see the module doc."""
-
-    vector: float = 1.0
-    keyword: float = 0.4
-    speaker: float = 0.25
-    neighbor: float = 0.3
-    episode: float = 0.5
-    graph: float = 0.3
-    time: float = 0.3
-    recency: float = 0.0
-    importance: float = 0.1
-    half_life_days: float = 30.0
-
-    @classmethod
-    def from_config(cls, config: Any) -> "Weights":
-        values = {f: getattr(config, f"weight_{f}") for f in
-                  ("vector", "keyword", "speaker", "neighbor", "episode", "graph", "time", "recency", "importance")
-                  if hasattr(config, f"weight_{f}")}
-        if hasattr(config, "recency_half_life_days"):
-            values["half_life_days"] = config.recency_half_life_days
-        return cls(**values)
 
 
 @dataclass
@@ -281,27 +254,9 @@ class Query:
     now: int = 0
 
 
-@dataclass
-class _Cand:
-    rowid: int
-    row: dict
-    cos: float | None = None
-    bm25: float | None = None
-    graph: dict | None = None
-    prev: int | None = None
-    next: int | None = None
-    base: float = 0.0
-    context: float = 0.0
-    score: float = 0.0
-    signals: dict = field(default_factory=dict)
-
-
-_ROW_COLS = ("m.rowid, m.id, m.text, m.agent_id, m.importance, m.created_at, m.valid_from, "
-             "m.thread, m.episode, m.speaker")
-
-
 class Searcher:
-    """Candidates from every signal ranked as one pool; one per open store."""
+    """Candidates from every signal ranked as one pool; one per open store.  This class
+    does the I/O (storage.memories, storage.graph); brandmind/scoring.py scores."""
 
     def __init__(self, sql: SQLStore) -> None:
         self.sql = sql
@@ -322,7 +277,7 @@ class Searcher:
     # -- vector candidates -------------------------------------------------------
     def _vector_candidates(self, q: np.ndarray, f: Filters, n: int) -> list[tuple[int, float]]:
         self._searches += 1
-        version = self.sql.conn.execute("PRAGMA data_version").fetchone()[0]
+        version = memories.data_version(self.sql)
         if self.matrix is not None and (self._stale or version != self._data_version):
             # this or another connection committed: new rows are appended; removed or
             # replaced vectors (a forget, a reindex) bump the generation and need a reload
@@ -332,9 +287,7 @@ class Searcher:
                 self.matrix = None
         if self.matrix is None and self._searches == 1:
             where, args = f.vec_sql()
-            rows = self.sql.conn.execute(
-                f"SELECT rowid, distance FROM memories_vec WHERE embedding MATCH ? AND k = ? AND {where}",
-                [q.astype(np.float32).tobytes(), n, *args]).fetchall()
+            rows = memories.vector_knn(self.sql, q.astype(np.float32).tobytes(), n, where, args)
             # equal distances come back in storage order: rank them by rowid, so a
             # rebuilt store (same rowid order, other layout) answers the same
             return sorted(((r[0], 1.0 - r[1]) for r in rows), key=lambda x: (-x[1], x[0]))
@@ -358,10 +311,7 @@ class Searcher:
         else:
             out = {}
         if rowids:
-            rows = self.sql.conn.execute(
-                f"SELECT rowid, embedding FROM memories_vec WHERE rowid IN ({','.join('?' * len(rowids))})",
-                rowids).fetchall()
-            for rowid, blob in rows:
+            for rowid, blob in memories.vectors_of(self.sql, rowids):
                 out[rowid] = float(np.frombuffer(blob, np.float32) @ q)
         return out
 
@@ -376,19 +326,14 @@ class Searcher:
         words = query_words(query)
         if not words:
             return []
-        c = self.sql.conn
         total = self._memory_count()
         if total < COMMON_MIN_DOCS:
             return words
         if self._tokenizer is None:
-            import apsw
-
-            self._tokenizer = (c.fts5_tokenizer("porter", ["unicode61"]), apsw.FTS5_TOKENIZE_QUERY)
+            self._tokenizer = memories.query_tokenizer(self.sql)
         tokenize, flags = self._tokenizer
         stems = {w: [t[2] for t in tokenize(w.encode(), flags, None)] for w in words}
-        terms = sorted({t for ts in stems.values() for t in ts})
-        df = dict(c.execute(f"SELECT term, doc FROM memories_vocab WHERE term IN ({','.join('?' * len(terms))})",
-                            terms).fetchall()) if terms else {}
+        df = memories.doc_freq(self.sql, sorted({t for ts in stems.values() for t in ts}))
         limit = COMMON_SHARE * total
         freq = {w: max((df.get(t, 0) for t in stems[w]), default=0) for w in words}
         kept = [w for w in words if not stems[w] or min(df.get(t, 0) for t in stems[w]) <= limit]
@@ -403,10 +348,9 @@ class Searcher:
         return [w for w in kept if w in keep]
 
     def _memory_count(self) -> int:
-        c = self.sql.conn
-        version = c.execute("PRAGMA data_version").fetchone()[0]
+        version = memories.data_version(self.sql)
         if self._total is None or self._total[0] != version:
-            self._total = (version, c.execute("SELECT count(*) FROM memories").fetchone()[0])
+            self._total = (version, memories.count(self.sql))
         return self._total[1]
 
     def _keyword_candidates(self, query: str, f: Filters, n: int) -> list[tuple[int, float]]:
@@ -414,29 +358,13 @@ class Searcher:
         if match is None:
             return []
         where, args = f.sql("m")
-        # Rank the keyword hits first and join only the best `pool` of them with
-        # memories for the filters: a common word can match a third of the store, and
-        # joining every hit was most of the cost.  If fewer than n of those pass the
-        # filters (other users' memories), rank every hit.  Both orders are total
-        # (score, rowid), so the answer is the same.
-        pool = 4 * n
-        rows = self.sql.conn.execute(
-            f"SELECT m.rowid, h.s FROM (SELECT rowid, bm25(memories_fts) AS s FROM memories_fts "
-            f"WHERE memories_fts MATCH ? ORDER BY s, rowid LIMIT ?) AS h "
-            f"JOIN memories m NOT INDEXED ON m.rowid = h.rowid WHERE {where} ORDER BY h.s, m.rowid LIMIT ?",
-            [match, pool, *args, n]).fetchall()
-        if len(rows) < n:
-            rows = self.sql.conn.execute(
-                f"SELECT m.rowid, bm25(memories_fts) AS s FROM memories_fts JOIN memories m NOT INDEXED "
-                f"ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ? AND {where} "
-                f"ORDER BY s, m.rowid LIMIT ?", [match, *args, n]).fetchall()
-        return [(r[0], -float(r[1])) for r in rows]
+        return [(r[0], -float(r[1])) for r in memories.keyword_hits(self.sql, match, where, args, n)]
 
     def _matrix_ready(self) -> bool:
         """Whether the vector search is a scan of an up-to-date matrix (no SQL needed)."""
         if self.matrix is None or self._stale or len(self.matrix.rowids) < CONCURRENT_MIN_ROWS:
             return False
-        return self.sql.conn.execute("PRAGMA data_version").fetchone()[0] == self._data_version
+        return memories.data_version(self.sql) == self._data_version
 
     def _both_concurrently(self, query: str, q: np.ndarray, f: Filters, n: int) -> tuple[list, list]:
         """Keyword query in a helper thread, matrix scan here: ~max instead of sum of the two.
@@ -471,37 +399,17 @@ class Searcher:
         if not rowids:
             return {}
         where, args = f.sql("m")
-        out: dict[int, dict] = {}
-        for i in range(0, len(rowids), 900):
-            chunk = rowids[i:i + 900]
-            # NOT INDEXED: look the rows up by rowid; otherwise SQLite may walk a user index
-            # (every row of the user) to apply `user_id = ?` (10 ms instead of 1 at 100,000)
-            for row in self.sql.rows(f"SELECT {_ROW_COLS} FROM memories m NOT INDEXED WHERE m.rowid IN "
-                                     f"({','.join('?' * len(chunk))}) AND {where}", (*chunk, *args)):
-                out[row["rowid"]] = row
-        return out
+        return memories.rank_rows(self.sql, rowids, where, args)
 
-    def _neighbours(self, cands: dict[int, _Cand], seeds: list[_Cand], f: Filters) -> list[_Cand]:
+    def _neighbours(self, cands: dict[int, Candidate], seeds: list[Candidate], f: Filters) -> list[Candidate]:
         """Link each seed turn to the turns before and after it in its episode, adding
         those turns to the pool; returns the candidates added."""
         turns = [c.rowid for c in seeds if c.prev is None and c.next is None]
         if not turns:
             return []
-        pairs: dict[int, tuple[int | None, int | None]] = {}
-        for i in range(0, len(turns), 400):
-            chunk = turns[i:i + 400]
-            rows = self.sql.conn.execute(
-                "SELECT m.rowid, "
-                "(SELECT p.rowid FROM memories p WHERE p.user_id = m.user_id AND p.thread = m.thread "
-                " AND (p.created_at, p.rowid) < (m.created_at, m.rowid) "
-                " ORDER BY p.created_at DESC, p.rowid DESC LIMIT 1), "
-                "(SELECT n.rowid FROM memories n WHERE n.user_id = m.user_id AND n.thread = m.thread "
-                " AND (n.created_at, n.rowid) > (m.created_at, m.rowid) "
-                " ORDER BY n.created_at, n.rowid LIMIT 1) "
-                f"FROM memories m WHERE m.rowid IN ({','.join('?' * len(chunk))})", chunk).fetchall()
-            pairs.update({r[0]: (r[1], r[2]) for r in rows})
+        pairs = memories.thread_neighbours(self.sql, turns)
         wanted = {x for p in pairs.values() for x in p if x is not None and x not in cands}
-        added = [_Cand(rowid, row) for rowid, row in self._rows(wanted, f).items()]
+        added = [Candidate(rowid, row) for rowid, row in self._rows(wanted, f).items()]
         for c in added:
             cands[c.rowid] = c
         # the turn just before or after in the thread is a neighbour only within the episode
@@ -520,7 +428,7 @@ class Searcher:
                 cands[c.next].prev = rowid
         return added
 
-    def _graph(self, seeds: list[_Cand], w: Weights) -> dict[str, tuple[float, dict]]:
+    def _graph(self, seeds: list[Candidate], w: Weights) -> dict[str, tuple[float, dict]]:
         """Memories near the seeds in the graph: memory id -> (bonus, how it was reached).
 
         From a seed memory: the entities it mentions, then up to GRAPH_HOPS edges (typed
@@ -528,13 +436,11 @@ class Searcher:
         then the memories mentioning the entities reached.  A path's strength is the
         product of its edge weights, times 1 / log2(2 + memories mentioning the entity)
         for the entity it ends at (a hub such as the user says little), halved per hop."""
-        c = self.sql.conn
         found: dict[str, tuple[float, dict]] = {}
         degree: dict[str, int] = {}
 
         def mentions(node: str) -> list[str]:
-            ids = [r[0] for r in c.execute(
-                "SELECT memory_id FROM kg_mentions WHERE node_id = ? LIMIT 200", (node,))]
+            ids = kg.memories_of(self.sql, node, limit=200)
             degree[node] = len(ids)
             return ids
 
@@ -546,12 +452,12 @@ class Searcher:
             def record(mid: str, strength: float, hops: int, via: str) -> None:
                 if mid == start:
                     return
-                bonus = w.graph * seed.base * strength * 0.5 ** hops
+                bonus = scoring.graph_bonus(w, seed.base, strength, hops)
                 if bonus > found.get(mid, (0.0, {}))[0]:
                     found[mid] = (bonus, {"from": start, "via": via, "hops": hops})
 
             frontier: dict[str, float] = {start: 1.0}
-            for (node,) in c.execute("SELECT node_id FROM kg_mentions WHERE memory_id = ?", (start,)).fetchall():
+            for node in kg.nodes_of(self.sql, start, ordered=False):
                 frontier[node] = 1.0
                 for mid in mentions(node):
                     record(mid, 1.0 / math.log2(2 + degree[node]), 0, node)
@@ -559,9 +465,7 @@ class Searcher:
             for hop in range(1, GRAPH_HOPS + 1):
                 reached: dict[str, tuple[float, str]] = {}
                 for item, strength in frontier.items():
-                    for a, b, weight, pred in c.execute(
-                            "SELECT src, dst, weight, predicate FROM kg_edges WHERE (src = ? OR dst = ?) "
-                            "AND retired_at IS NULL AND predicate != 'contradicts' LIMIT 100", (item, item)):
+                    for a, b, weight, pred in kg.live_edges_near(self.sql, item):
                         other = b if a == item else a
                         s = strength * max(0.0, min(1.0, float(weight)))
                         if other not in seen and s > reached.get(other, (0.0, ""))[0]:
@@ -584,30 +488,27 @@ class Searcher:
         out: set[int] = set()
         where, args = f.sql("m")
         if w.recency:
-            out.update(r[0] for r in self.sql.conn.execute(
-                f"SELECT m.rowid FROM memories m WHERE {where} ORDER BY m.created_at DESC LIMIT ?",
-                [*args, EXTRA_CANDIDATES]))
+            out.update(memories.newest(self.sql, where, args, EXTRA_CANDIDATES))
         if w.importance:
-            out.update(r[0] for r in self.sql.conn.execute(
-                f"SELECT m.rowid FROM memories m WHERE {where} AND m.importance > 0.5 "
-                f"ORDER BY m.importance DESC LIMIT ?", [*args, EXTRA_CANDIDATES]))
+            out.update(memories.most_important(self.sql, where, args, EXTRA_CANDIDATES))
         return out
 
     def _speakers_named(self, text: str, user: str) -> list[str]:
         """The speakers of the user's conversations that the query names (whole words)."""
-        version = self.sql.conn.execute("PRAGMA data_version").fetchone()[0]
+        version = memories.data_version(self.sql)
         cached = self._speakers.get(user)
         if cached is None or cached[0] != version:
-            names = [r[0] for r in self.sql.conn.execute(
-                "SELECT DISTINCT speaker FROM memories WHERE user_id = ? AND speaker IS NOT NULL", (user,))]
+            names = memories.speakers(self.sql, user)
             if len(self._speakers) > 64:
                 self._speakers.clear()
             cached = self._speakers[user] = (version, names)
         low = text.lower()
         return [s for s in cached[1] if re.search(r"(?<!\w)" + re.escape(s.lower()) + r"(?!\w)", low)]
 
-    # -- the ranking ---------------------------------------------------------------
-    def search(self, q: Query) -> list[dict]:
+    # -- the pool, scored by brandmind/scoring.py --------------------------------------
+    def _pool(self, q: Query) -> tuple[dict[int, Candidate], Signals]:
+        """The first candidates (vector, keyword, newest / most important) and what their
+        base scores need."""
         f, w = q.filters, q.weights
         n = max(POOL, 4 * q.k)
         if self._matrix_ready():
@@ -617,103 +518,42 @@ class Searcher:
             kw = self._keyword_candidates(q.text, f, n)
         cos, bm = dict(vec), dict(kw)
         extra = self._recent_and_important(f, w)
-        vec_rank = {r: i for i, (r, _) in enumerate(vec, 1)}
-        kw_rank = {r: i for i, (r, _) in enumerate(kw, 1)}
         rows = self._rows(set(cos) | set(bm) | extra, f)
-        cands = {r: _Cand(r, row, cos.get(r), bm.get(r)) for r, row in rows.items()}
+        cands = {r: Candidate(r, row, cos.get(r), bm.get(r)) for r, row in rows.items()}
+        if not cands:
+            return cands, Signals(w)
+        speakers = self._speakers_named(q.text, f.user) if w.speaker else []
+        return cands, Signals(w, vec_rank={r: i for i, (r, _) in enumerate(vec, 1)},
+                              kw_rank={r: i for i, (r, _) in enumerate(kw, 1)},
+                              best_bm=max(bm.values(), default=0.0),
+                              speaker=speakers[0] if len(speakers) == 1 else None,
+                              windows=q.windows, now=q.now)
+
+    def _score(self, cands: dict[int, Candidate], items: list[Candidate], s: Signals, q: np.ndarray) -> None:
+        """Base scores of ``items`` (the cosines other signals did not bring read first)."""
+        for rowid, value in self._cosines([c.rowid for c in items if c.cos is None], q).items():
+            cands[rowid].cos = value
+        for c in items:
+            scoring.base_score(c, s)
+
+    def search(self, q: Query) -> list[dict]:
+        """The best ``q.k`` memories: ``[{"rowid", "score", "signals"}]``, best first."""
+        f, w = q.filters, q.weights
+        cands, signals = self._pool(q)
         if not cands:
             return []
-        best_bm = max(bm.values(), default=0.0)
-        speakers = self._speakers_named(q.text, f.user) if w.speaker else []
-        named = speakers[0] if len(speakers) == 1 else None
-
-        def base_scores(items: list[_Cand]) -> None:
-            missing = [c.rowid for c in items if c.cos is None]
-            for rowid, value in self._cosines(missing, q.vector).items():
-                cands[rowid].cos = value
-            for c in items:
-                # (contribution, details) per signal; rounded only for the results shown
-                parts: dict[str, tuple[float, dict]] = {
-                    "vector": (w.vector * (c.cos or 0.0), {"cosine": c.cos or 0.0, "rank": vec_rank.get(c.rowid)})}
-                if c.bm25 is not None and best_bm > 0:
-                    parts["keyword"] = (w.keyword * c.bm25 / best_bm, {"bm25": c.bm25, "rank": kw_rank[c.rowid]})
-                if named is not None and c.row["speaker"] == named and w.speaker:
-                    parts["speaker"] = (w.speaker, {"speaker": named})
-                t = c.row["valid_from"] if c.row["valid_from"] is not None else c.row["created_at"]
-                for win in q.windows:
-                    if win.start <= t < win.end and w.time:
-                        parts["time"] = (w.time, {"phrase": win.phrase})
-                        break
-                if w.recency:
-                    age_days = max(0, q.now - c.row["created_at"]) / 86_400_000
-                    parts["recency"] = (w.recency * 0.5 ** (age_days / w.half_life_days), {"age_days": age_days})
-                if w.importance and c.row["importance"] != 0.5:
-                    parts["importance"] = (w.importance * (c.row["importance"] - 0.5),
-                                           {"importance": c.row["importance"]})
-                c.base, c.signals = sum(v for v, _ in parts.values()), parts
-
-        items = list(cands.values())
-        base_scores(items)
+        self._score(cands, list(cands.values()), signals, q.vector)
         if w.graph:
-            seeds = sorted(items, key=lambda c: (-c.base, c.rowid))[:GRAPH_SEEDS]
-            reached = self._graph(seeds, w)
+            reached = self._graph(scoring.best(cands.values(), GRAPH_SEEDS), w)
             if reached:
-                ids = list(reached)
-                new_rows = self.sql.rows(
-                    f"SELECT rowid FROM memories WHERE id IN ({','.join('?' * len(ids))})", ids)
-                fresh = [r["rowid"] for r in new_rows if r["rowid"] not in cands]
-                added = [_Cand(r, row) for r, row in self._rows(fresh, f).items()]
+                fresh = [r for r in memories.rowids_of(self.sql, list(reached)) if r not in cands]
+                added = [Candidate(r, row) for r, row in self._rows(fresh, f).items()]
                 for c in added:
                     cands[c.rowid] = c
-                base_scores(added)
-                by_id = {c.row["id"]: c for c in cands.values()}
-                for mid, (bonus, via) in reached.items():
-                    c = by_id.get(mid)
-                    if c is not None:
-                        c.base += bonus
-                        c.signals["graph"] = (bonus, via)
+                self._score(cands, added, signals, q.vector)
+                scoring.add_graph(cands, reached)
         # the turns around the best candidate turns join the pool (their own base scores)
-        best = sorted(cands.values(), key=lambda c: (-c.base, c.rowid))[:NEIGHBOUR_SEEDS]
+        best = scoring.best(cands.values(), NEIGHBOUR_SEEDS)
         added = self._neighbours(cands, [c for c in best if c.row["thread"] is not None], f)
-        base_scores(added)
-        items = list(cands.values())
-        for c in items:
-            near = [cands[x].base for x in (c.prev, c.next) if x is not None]
-            if c.row["thread"] is None:
-                near = [c.base]  # outside a conversation a memory is its own context
-            part = w.neighbor * max(near) if near else 0.0
-            c.context = c.base + part
-            if part:
-                c.signals["neighbor"] = (part, {})
-        best_in: dict[tuple, float] = {}
-        for c in items:
-            key = (c.row["thread"], c.row["episode"]) if c.row["thread"] is not None else ("", c.rowid)
-            best_in[key] = max(best_in.get(key, -math.inf), c.context)
-        for c in items:
-            key = (c.row["thread"], c.row["episode"]) if c.row["thread"] is not None else ("", c.rowid)
-            part = w.episode * best_in[key]
-            c.score = c.context + part
-            if part:
-                c.signals["episode"] = (part, {})
-        ranked = sorted(items, key=lambda c: (-c.score, c.rowid))
-        out, texts = [], set()
-        for c in ranked:
-            norm = _SPACE.sub(" ", c.row["text"].strip().lower())
-            if norm in texts:
-                continue
-            texts.add(norm)
-            out.append({"rowid": c.rowid, "score": c.score, "signals": _shown(c.signals)})
-            if len(out) >= q.k:
-                break
-        return out
-
-
-def _shown(parts: dict[str, tuple[float, dict]]) -> dict[str, dict]:
-    """Signals as results carry them: each one's contribution and details, rounded."""
-    out = {}
-    for name, (value, detail) in parts.items():
-        shown = {"score": round(value, 4)}
-        for key, x in detail.items():
-            shown[key] = round(x, 1 if key == "age_days" else 4) if isinstance(x, float) else x
-        out[name] = shown
-    return out
+        self._score(cands, added, signals, q.vector)
+        return scoring.rank(cands, w, q.k)
