@@ -108,7 +108,7 @@ class Admin:
 
         self._check_index(check)
         self._check_files(check)
-        check(*blocks.doctor_check(self.store))  # blocks over their limit after a merge, updates waiting
+        check(*blocks.Blocks(self.store).doctor_check())  # blocks over their limit after a merge, updates waiting
         return checks
 
     def _check_index(self, check: Any) -> None:

@@ -271,11 +271,12 @@ def _top_memories(mem: Any) -> int:
 # -- candidates ---------------------------------------------------------------------
 def _block_items(mem: Any, user: str, agent: str | None) -> list[_Item]:
     """The user's and agent's core blocks, then the shared blocks of the user's personas."""
-    from .blocks import core_blocks, shared_blocks
+    from .blocks import Blocks
 
+    api = Blocks(mem.store)
     out = []
-    for section, blocks in (("core", core_blocks(mem, user=user, agent=agent)),
-                            ("shared", shared_blocks(mem, user=user))):
+    for section, blocks in (("core", api.core(user=user, agent=agent)),
+                            ("shared", api.shared(user=user))):
         for i, block in enumerate(blocks):
             value = str(block.get("value") or "")
             if not value.strip():

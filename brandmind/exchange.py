@@ -66,9 +66,9 @@ def export_lines(mem: "Memory") -> Iterator[str]:
         yield _line(rec)
     for rec in workspace.export_records(mem.store):
         yield _line(rec)
-    from .blocks import export_records as block_records
+    from .blocks import Blocks
 
-    for rec in block_records(mem):  # core memory blocks by id: definition and text
+    for rec in Blocks(mem.store).export_records():  # core memory blocks by id: definition and text
         yield _line({"kind": "block", **rec})
     from .personas import export_records as persona_records
 
@@ -194,9 +194,9 @@ def _import_batch(mem: "Memory", pending: list[tuple[int, dict]], counts: dict) 
                     ops.append(("kg.edge.retire", {"id": rec["id"], "valid_to": None,
                                                    "retired_at": parse_time(rec["retired_at"], field="retired_at")}))
             elif kind == "block":
-                from .blocks import import_ops
+                from .blocks import Blocks
 
-                block_ops = import_ops(mem, rec)  # the limit is checked like any write
+                block_ops = Blocks(mem.store).import_ops(rec)  # the limit is checked like any write
                 if block_ops is None:  # the store has that block
                     counts["skipped"] += 1
                     continue

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import graph, validate
 from .admin import Admin
+from .blocks import Blocks
 from .clock import iso, new_id, now_millis, parse_time
 from .config import Config
 from .errors import BMError, InvalidInput, NotFound, StoreCorrupt, StoreMissing, UsageError
@@ -25,6 +26,7 @@ from .forgetting import forget_ids, forget_user_ops
 from .ingest import known_bead, message_key, read_messages
 from .oplog import BlobStore, OpLog
 from .opcheck import problem
+from .privacy import gather_private_terms
 from .projection import apply_log_side, apply_sql_side, hlc_key
 from .recall import Filters, Searcher, keyword_query
 from .sqlstore import SQLStore
@@ -92,6 +94,13 @@ class Memory:
     def admin(self) -> Admin:
         """rebuild, reindex, stats, users, doctor (brandmind/admin.py)."""
         return Admin(self.store)
+
+    @cached_property
+    def blocks(self) -> Blocks:
+        """Core memory blocks: list, get, set, append, replace, define, core, shared ...
+        (brandmind/blocks.py); shared-block writes are PII-guarded with the writer's
+        private terms (brandmind/privacy.py)."""
+        return Blocks(self.store, private_terms=lambda user: gather_private_terms(self.store, user))
 
     def receive_ops(self, ops: Iterable[dict], *, now_ms: int | None = None, apply: bool = True) -> dict:
         """Store ops pulled from another replica (sync) and apply them (``Store.receive_ops``)."""
@@ -372,77 +381,6 @@ class Memory:
         from .workspace import Workspace
 
         return Workspace(self.store, user)
-
-    # -- core memory blocks: CRDT text with a limit (brandmind/blocks.py) -------------
-    def block_list(self, user: str | None = None, agent: str | None = None) -> list[dict]:
-        """The user's blocks, their agents' (only ``agent``'s when given) and the shared
-        blocks of the personas they hold."""
-        from . import blocks
-
-        return blocks.list_blocks(self, user=user, agent=agent)
-
-    def block_get(self, label: str, user: str | None = None, agent: str | None = None,
-                  persona: str | None = None) -> dict:
-        """One block (a default label not written yet reads as empty with its defaults)."""
-        from . import blocks
-
-        return blocks.get_block(self, label, user=user, agent=agent, persona=persona)
-
-    def block_set(self, label: str, value: str | bytes, *, user: str | None = None, agent: str | None = None,
-                  persona: str | None = None, limit: int | None = None, description: str | None = None,
-                  read_only: bool | None = None, redact: bool = False, by_agent: bool | None = None) -> dict:
-        """Replace a block's text (as a diff, so concurrent edits elsewhere survive); creates
-        the block.  ``by_agent`` (default: ``agent`` given): read-only blocks refuse it.
-        Over the limit: InvalidInput, nothing written.  Persona blocks: PII guard (``redact``)."""
-        from . import blocks
-
-        return blocks.set_block(self, label, value, user=user, agent=agent, persona=persona, redact=redact,
-                                by_agent=by_agent, define={"limit": limit, "description": description,
-                                                           "read_only": read_only})
-
-    def block_append(self, label: str, text: str | bytes, *, user: str | None = None, agent: str | None = None,
-                     persona: str | None = None, redact: bool = False, by_agent: bool | None = None) -> dict:
-        """Add a line at the end of a block (concurrent appends both survive)."""
-        from . import blocks
-
-        return blocks.append_block(self, label, text, user=user, agent=agent, persona=persona, redact=redact,
-                                   by_agent=by_agent)
-
-    def block_replace(self, label: str, old: str | bytes, new: str | bytes, *, user: str | None = None,
-                      agent: str | None = None, persona: str | None = None, redact: bool = False,
-                      by_agent: bool | None = None) -> dict:
-        """Replace every occurrence of ``old`` (which must occur) with ``new``."""
-        from . import blocks
-
-        return blocks.replace_block(self, label, old, new, user=user, agent=agent, persona=persona,
-                                    redact=redact, by_agent=by_agent)
-
-    def block_define(self, label: str, *, limit: int | None = None, description: str | None = None,
-                     read_only: bool | None = None, user: str | None = None, agent: str | None = None,
-                     persona: str | None = None, by_agent: bool | None = None) -> dict:
-        """Create a block or change its limit / description / read-only flag."""
-        from . import blocks
-
-        return blocks.define_block(self, label, limit=limit, description=description, read_only=read_only,
-                                   user=user, agent=agent, persona=persona, by_agent=by_agent)
-
-    def core_blocks(self, user: str | None = None, agent: str | None = None) -> list[dict]:
-        """The user's and the agent's core blocks for a prompt (see blocks.core_blocks)."""
-        from . import blocks
-
-        return blocks.core_blocks(self, user=user, agent=agent)
-
-    def shared_blocks(self, user: str | None = None) -> list[dict]:
-        """The shared blocks of the personas the user holds (see blocks.shared_blocks)."""
-        from . import blocks
-
-        return blocks.shared_blocks(self, user=user)
-
-    def ensure_persona_block(self, handle: str) -> dict:
-        """Define ``<handle>_service_experience`` (8,000 characters) if it is missing."""
-        from . import blocks
-
-        return blocks.ensure_persona_block(self, handle)
 
     # -- persona cohorts and the agent's persona document (brandmind/personas.py) -----------
     def personas_available(self) -> list[dict]:
@@ -836,9 +774,7 @@ def _owned_by(op: dict, user: str, nodes: set[str] = frozenset()) -> bool:
     if kind == "kg.edge":
         return p.get("user") == user or p.get("src") in nodes or p.get("dst") in nodes
     if kind in ("block.define", "block.update"):
-        from .blocks import owned_by
-
-        return owned_by(op, user)
+        return p.get("user") == user
     if kind in ("persona.assign", "persona.unassign"):  # which personas the user held
         return p.get("user") == user
     return kind == "kg.mention" and p.get("node") in nodes
@@ -849,9 +785,9 @@ def _redacted(op: dict) -> dict:
     if op["kind"] in ("persona.assign", "persona.unassign"):
         return {"redacted": True}
     if op["kind"] in ("block.define", "block.update"):
-        from .blocks import redacted
-
-        return redacted(op)  # their own blocks: nothing; shared-block edits: without their name
+        if op["kind"] == "block.update" and p.get("scope") == "persona":  # a shared-block edit stays,
+            return {**p, "user": None, "agent": None}  # without its writer's name (brandmind/blockrules.py)
+        return {"id": p["id"], "redacted": True}  # their own blocks: nothing
     if op["kind"] == "bead.add":
         return {"id": p["bead"]["id"], "redacted": True}
     if op["kind"] == "kg.mention":

@@ -26,6 +26,8 @@ from typing import Any, Callable
 from . import validate
 from .clock import _MAX_MS, _MIN_MS
 from .errors import InvalidInput
+from .merge import decode_state_vector
+from .storage.blocks import FIELDS, MAX_LIMIT, SCOPES, validate_handle, validate_label
 
 # memory, bead, node, edge and block ids: letters, digits and a few separators, never a path
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
@@ -337,8 +339,6 @@ def kg_node_merge(p: dict) -> None:  # bm kg merge (brandmind/graph.py)
 
 
 def _block_owner(p: dict) -> None:
-    from .blocks import SCOPES
-
     _id(_need(p, "id"), "block id")
     scope = _need(p, "scope")
     if scope not in SCOPES:
@@ -351,8 +351,6 @@ def _block_owner(p: dict) -> None:
 
 
 def block_define(p: dict) -> None:
-    from .blocks import FIELDS, MAX_LIMIT, validate_handle, validate_label
-
     _block_owner(p)
     validate_label(_need(p, "label"))
     if p["scope"] == "persona":
@@ -382,8 +380,6 @@ def _b64(value: Any, what: str) -> bytes:
 
 
 def block_update(p: dict) -> None:
-    from .blocks import decode_state_vector
-
     _block_owner(p)
     _count(_need(p, "origin"), "origin")
     _count(_need(p, "seq"), "seq", 1)

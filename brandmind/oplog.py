@@ -446,6 +446,16 @@ class LogTxn:
             op = loads(raw)
             yield op["id"], op
 
+    def ops_after(self, arrival: int) -> Iterator[dict]:
+        """Ops that reached the log after ``arrival``, as seen by this transaction."""
+        cur = self.txn.cursor(db=self.db["order"])
+        if not cur.set_range(_u64(arrival + 1)):
+            return
+        for _, key in cur:
+            raw = self.txn.get(key, db=self.db["ops"])
+            if raw is not None:
+                yield loads(raw)
+
     # -- LMDB projections -----------------------------------------------------
     def put_bead(self, bead: dict) -> None:
         self.txn.put(bead["id"].encode(), dumps(bead), db=self.db["beads"])

@@ -384,8 +384,7 @@ def assign(mem: "Memory", user: str, handle: str, confidence: float = 1.0, *,
     from . import blocks
 
     label = block_label(handle)
-    has_block = mem.sql.conn.execute("SELECT 1 FROM blocks WHERE id=?", (
-        blocks.block_id("persona", None, None, handle, label),)).fetchone() is not None
+    has_block = blocks.Blocks(mem.store).has_persona_block(handle)
     with mem.log.write() as t:  # definition, shared block and assignment land together
         if not persona["stored"]:
             t.append("persona.define", _define_payload(_starters()[handle], source="starter", ts=now))
@@ -393,7 +392,7 @@ def assign(mem: "Memory", user: str, handle: str, confidence: float = 1.0, *,
             t.append(*blocks.persona_block_op(handle))
         t.append("persona.assign", payload)
     mem.store.catch_up()
-    blocks.ensure_persona_block(mem, handle)  # a no-op now; defines it if a replay lost it
+    blocks.Blocks(mem.store).ensure_persona_block(handle)  # a no-op now; defines it if a replay lost it
     held = next(p for p in user_personas(mem, user) if p["handle"] == handle)
     return {**held, "user": user, "persona": get(mem, handle)}
 

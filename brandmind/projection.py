@@ -111,7 +111,7 @@ from __future__ import annotations
 import json
 from typing import Callable
 
-from . import converge
+from . import blockrules, converge
 from .clock import hlc_key  # noqa: F401 (re-exported: callers import it from here)
 from .opcheck import REFUSED, quarantine
 from .oplog import LogTxn
@@ -216,14 +216,10 @@ def apply_sql_side(sql: SQLStore, op: dict, vector_for: VectorFor) -> None:
                                          (user, hk))]
         for node in nodes:
             converge.kill_node(sql, node)
-        from . import blocks
-
-        blocks.forget_user(sql, user, hk)
+        blockrules.forget_user(sql, user, hk)
         converge.forget_persona_user(sql, user, hk)
     elif kind in ("block.define", "block.update"):
-        from . import blocks
-
-        blocks.apply_op(sql, op)
+        blockrules.apply_op(sql, op, hk, forgotten_at=converge.forgotten_at)
     elif kind == "kg.node":
         if converge.dead(sql, p["id"]):
             return

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 
 from .errors import ModelMismatch, StoreCorrupt
 from .oplog import dumps
+from .storage import blocks as blocks_schema
 from .storage import workspace as workspace_schema
 
 
@@ -149,9 +150,7 @@ def _skills_schema() -> list[str]:
 
 
 def _blocks_schema() -> list[str]:
-    from .blocks import schema
-
-    return schema()
+    return blocks_schema.schema()
 
 
 def _turn_schema() -> list[str]:

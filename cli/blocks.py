@@ -26,9 +26,9 @@ RedactOpt = Annotated[bool, typer.Option("--redact", help="Shared persona blocks
 AsAgentOpt = Annotated[bool, typer.Option("--as-agent", help="Write as the agent (with --agent): read-only "
                                                              "blocks refuse. By default the CLI writes as the user.")]
 LimitOpt = Annotated[Optional[int], option("--limit", help="Character limit of the block.",
-                                           check=by("brandmind.blocks:_check_limit_value"))]
+                                           check=by("brandmind.blocks:check_limit"))]
 DescriptionOpt = Annotated[Optional[str], option("--description", "-d", help="What the block is for.",
-                                                 check=by("brandmind.blocks:_check_description"))]
+                                                 check=by("brandmind.blocks:check_description"))]
 ReadOnlyOpt = Annotated[Optional[bool], typer.Option("--read-only/--writable",
                                                      help="Whether agents may write the block.")]
 
@@ -102,7 +102,7 @@ def block_list(user: UserOpt = None, agent: AgentOpt = None, as_json: JsonOpt = 
       bm block list -u ann --agent coach
     """
     with open_store(if_missing="empty") as mem:
-        items = mem.block_list(user=user, agent=agent)
+        items = mem.blocks.list(user=user, agent=agent)
     emit(items, as_json=as_json, jsonl=False, table=_table)
 
 
@@ -116,7 +116,7 @@ def block_show(label: LabelArg, user: UserOpt = None, agent: AgentOpt = None, pe
       bm block show human -u ann --json | jq -r .value
     """
     with open_store(if_missing="empty") as mem:
-        b = mem.block_get(label, user=user, agent=agent, persona=persona)
+        b = mem.blocks.get(label, user=user, agent=agent, persona=persona)
     emit(b, as_json=as_json, jsonl=False, table=_show)
 
 
@@ -133,7 +133,7 @@ def block_set(label: LabelArg,
       bm block set human "Prefers tables. Based in Lisbon." --user ann
     """
     with store_for_writing() as mem:
-        b = mem.block_set(label, read_text_arg(text), user=user, agent=agent, persona=persona, limit=limit,
+        b = mem.blocks.set(label, read_text_arg(text), user=user, agent=agent, persona=persona, limit=limit,
                           description=description, read_only=read_only, redact=redact,
                           by_agent=as_agent)
     _written(b, as_json, "set")
@@ -151,7 +151,7 @@ def block_append(label: LabelArg,
       bm block append qsr_real_estate_service_experience "Site selection: check cannibalisation first." --user ann
     """
     with store_for_writing() as mem:
-        b = mem.block_append(label, read_text_arg(text), user=user, agent=agent, persona=persona,
+        b = mem.blocks.append(label, read_text_arg(text), user=user, agent=agent, persona=persona,
                              redact=redact, by_agent=as_agent)
     _written(b, as_json, "appended to")
 
@@ -169,7 +169,7 @@ def block_replace(label: LabelArg,
       bm block replace human "Lisbon" "Porto" --user ann
     """
     with store_for_writing() as mem:
-        b = mem.block_replace(label, old, new, user=user, agent=agent, persona=persona, redact=redact,
+        b = mem.blocks.replace(label, old, new, user=user, agent=agent, persona=persona, redact=redact,
                               by_agent=as_agent)
     _written(b, as_json, "replaced in")
 
@@ -185,7 +185,7 @@ def block_define(label: LabelArg, user: UserOpt = None, agent: AgentOpt = None, 
       bm block define project_notes --limit 4000 --description "Open questions of the project" --user ann
     """
     with store_for_writing() as mem:
-        b = mem.block_define(label, limit=limit, description=description, read_only=read_only, user=user,
+        b = mem.blocks.define(label, limit=limit, description=description, read_only=read_only, user=user,
                              agent=agent, persona=persona, by_agent=as_agent)
     _written(b, as_json, "defined")
 
@@ -204,7 +204,6 @@ def block_edit(label: LabelArg, user: UserOpt = None, agent: AgentOpt = None, pe
     import subprocess
     import tempfile
 
-    from brandmind import blocks
     from brandmind.errors import InvalidInput, UsageError
 
     editor = (os.environ.get("VISUAL") or os.environ.get("EDITOR") or "").strip()
@@ -218,7 +217,7 @@ def block_edit(label: LabelArg, user: UserOpt = None, agent: AgentOpt = None, pe
         raise UsageError(f"cannot read the editor command {editor!r}: {exc}",
                          hint="fix $VISUAL / $EDITOR, e.g. EDITOR='code --wait'") from None
     with store_for_writing() as mem:
-        snap = blocks.edit_begin(mem, label, user=user, agent=agent, persona=persona)
+        snap = mem.blocks.edit_begin(label, user=user, agent=agent, persona=persona)
     fd, path = tempfile.mkstemp(prefix=f"bm-block-{label}-", suffix=".md")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -246,9 +245,9 @@ def block_edit(label: LabelArg, user: UserOpt = None, agent: AgentOpt = None, pe
         info(f"no change to {label}")
         if wants_json(as_json):
             with open_store() as mem:
-                emit_json(mem.block_get(label, user=user, agent=agent, persona=persona))
+                emit_json(mem.blocks.get(label, user=user, agent=agent, persona=persona))
         return
     with store_for_writing() as mem:
-        b = blocks.edit_commit(mem, snap, new, user=user, agent=agent, redact=redact, by_agent=as_agent)
+        b = mem.blocks.edit_commit(snap, new, user=user, agent=agent, redact=redact, by_agent=as_agent)
     _written(b, as_json, "edited")
 

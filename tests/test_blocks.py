@@ -26,6 +26,14 @@ def ops_count() -> int:
         return mem.log.count("ops")
 
 
+def apply_block_op(sql, op: dict) -> None:
+    """One block op into the projection, as the catch-up applies it (brandmind/blockrules.py)."""
+    from brandmind import blockrules, converge
+    from brandmind.clock import hlc_key
+
+    blockrules.apply_op(sql, op, hlc_key(op["hlc"]), forgotten_at=converge.forgotten_at)
+
+
 def block_rows(mem) -> list:
     return mem.sql.conn.execute(
         "SELECT id, scope, user_id, agent_id, persona, label, description, char_limit, read_only, created_hlc, "
@@ -39,71 +47,67 @@ def update_rows(mem) -> list:
 
 # -- definitions and plain writes -----------------------------------------------------------
 def test_default_labels_have_their_limits_and_are_created_on_first_write():
-    from brandmind.blocks import get_block_text
-
     with open_memory() as mem:
-        human = mem.block_get("human", user="ann")
+        human = mem.blocks.get("human", user="ann")
         assert (human["exists"], human["value"], human["limit"], human["read_only"]) == (False, "", 3000, False)
-        assert mem.block_get("agent_persona", user="ann")["limit"] == 2000
-        assert mem.block_get("agent_persona", user="ann")["read_only"] is True
-        assert mem.block_get("user_persona_profile", user="ann")["limit"] == 5000
-        assert mem.block_get("qsr_real_estate_service_experience")["limit"] == 8000
-        assert mem.block_list(user="ann") == []  # reading wrote nothing
+        assert mem.blocks.get("agent_persona", user="ann")["limit"] == 2000
+        assert mem.blocks.get("agent_persona", user="ann")["read_only"] is True
+        assert mem.blocks.get("user_persona_profile", user="ann")["limit"] == 5000
+        assert mem.blocks.get("qsr_real_estate_service_experience")["limit"] == 8000
+        assert mem.blocks.list(user="ann") == []  # reading wrote nothing
         assert mem.log.count("ops") == 0
 
-        b = mem.block_set("human", "Prefers tables.", user="ann")
+        b = mem.blocks.set("human", "Prefers tables.", user="ann")
         assert (b["exists"], b["value"], b["scope"], b["limit"]) == (True, "Prefers tables.", "user", 3000)
-        b = mem.block_append("human", "Has a dog named Rex.", user="ann")
+        b = mem.blocks.append("human", "Has a dog named Rex.", user="ann")
         assert b["value"] == "Prefers tables.\nHas a dog named Rex.\n"
-        b = mem.block_replace("human", "Rex", "Max", user="ann")
+        b = mem.blocks.replace("human", "Rex", "Max", user="ann")
         assert b["value"] == "Prefers tables.\nHas a dog named Max.\n" and b["replaced"] == 1
-        custom = mem.block_set("project_notes", "Q3 review pending", user="ann")
+        custom = mem.blocks.set("project_notes", "Q3 review pending", user="ann")
         assert (custom["limit"], custom["description"]) == (2000, "")
         # with agent=, the agent writes the user's block it sees ...
-        seen = mem.block_append("human", "Speaks French.", user="ann", agent="a1")
+        seen = mem.blocks.append("human", "Speaks French.", user="ann", agent="a1")
         assert seen["id"] == b["id"] and seen["value"].endswith("Speaks French.\n")
-        mem.block_replace("human", "Speaks French.\n", "", user="ann", agent="a1")
+        mem.blocks.replace("human", "Speaks French.\n", "", user="ann", agent="a1")
         # ... until it has its own block of that label
-        mem.block_define("human", user="ann", agent="a1")
-        agent_block = mem.block_set("human", "Talks to the agent in French.", user="ann", agent="a1")
+        mem.blocks.define("human", user="ann", agent="a1")
+        agent_block = mem.blocks.set("human", "Talks to the agent in French.", user="ann", agent="a1")
         assert agent_block["scope"] == "agent" and agent_block["id"] != b["id"]
-        assert mem.block_get("human", user="ann")["value"] == b["value"]
-        assert mem.block_get("human", user="ann", agent="a1")["value"] == "Talks to the agent in French."
+        assert mem.blocks.get("human", user="ann")["value"] == b["value"]
+        assert mem.blocks.get("human", user="ann", agent="a1")["value"] == "Talks to the agent in French."
         # a custom label an agent creates is its own
-        assert mem.block_set("scratch", "todo", user="ann", agent="a2")["scope"] == "agent"
+        assert mem.blocks.set("scratch", "todo", user="ann", agent="a2")["scope"] == "agent"
         # core blocks: defaults first, the agent's block replaces the user's of the same label
-        core = mem.core_blocks(user="ann", agent="a1")
+        core = mem.blocks.core(user="ann", agent="a1")
         assert [(c["label"], c["scope"]) for c in core] == [("human", "agent"), ("project_notes", "user")]
-        assert [c["label"] for c in mem.core_blocks(user="ann")] == ["human", "project_notes"]
-        assert get_block_text(mem, user="ann", agent="a1", label="human") == "Talks to the agent in French."
-        assert get_block_text(mem, user="ann", agent="a9", label="human") == b["value"]
+        assert [c["label"] for c in mem.blocks.core(user="ann")] == ["human", "project_notes"]
+        assert mem.blocks.text(user="ann", agent="a1", label="human") == "Talks to the agent in French."
+        assert mem.blocks.text(user="ann", agent="a9", label="human") == b["value"]
         assert set(core[0]) >= {"label", "value", "limit", "description", "read_only", "scope"}
-        assert get_block_text(mem, user="ann", agent=None, label="human") == b["value"]
-        assert get_block_text(mem, user="bob", agent=None, label="human") is None
-        assert mem.block_list(user="bob") == []
+        assert mem.blocks.text(user="ann", agent=None, label="human") == b["value"]
+        assert mem.blocks.text(user="bob", agent=None, label="human") is None
+        assert mem.blocks.list(user="bob") == []
 
 
 def test_unicode_text_edits_land_at_the_right_place():
     # pycrdt 0.14 Text positions are UTF-8 byte offsets: a character offset would misplace edits
     with open_memory() as mem:
-        mem.block_set("notes", "café 😀 naïve", user="ann")
-        assert mem.block_replace("notes", "😀", "🎉🎉", user="ann")["value"] == "café 🎉🎉 naïve"
-        assert mem.block_set("notes", "café au lait 🎉 naïve ünïcödé", user="ann")["value"] == "café au lait 🎉 naïve ünïcödé"
-        assert mem.block_replace("notes", "naïve ", "", user="ann")["value"] == "café au lait 🎉 ünïcödé"
+        mem.blocks.set("notes", "café 😀 naïve", user="ann")
+        assert mem.blocks.replace("notes", "😀", "🎉🎉", user="ann")["value"] == "café 🎉🎉 naïve"
+        assert mem.blocks.set("notes", "café au lait 🎉 naïve ünïcödé", user="ann")["value"] == "café au lait 🎉 naïve ünïcödé"
+        assert mem.blocks.replace("notes", "naïve ", "", user="ann")["value"] == "café au lait 🎉 ünïcödé"
         mem.admin.rebuild()
-        assert mem.block_get("notes", user="ann")["value"] == "café au lait 🎉 ünïcödé"
+        assert mem.blocks.get("notes", user="ann")["value"] == "café au lait 🎉 ünïcödé"
 
 
 def test_set_is_a_diff_so_a_concurrent_edit_elsewhere_survives():
-    from brandmind import blocks
-
     with open_memory() as mem:
-        mem.block_set("notes", "alpha\nbeta\ngamma\n", user="ann")
-        ref = blocks.resolve(mem, "notes", user="ann")
-        one, two = blocks.snapshot(mem, ref), blocks.snapshot(mem, ref)  # two writers, same view
-        blocks.commit(mem, one, "ALPHA\nbeta\ngamma\n", writer="ann")
-        blocks.commit(mem, two, "alpha\nbeta\nGAMMA\n", writer="ann")
-        assert mem.block_get("notes", user="ann")["value"] == "ALPHA\nbeta\nGAMMA\n"
+        mem.blocks.set("notes", "alpha\nbeta\ngamma\n", user="ann")
+        ref = mem.blocks.resolve("notes", user="ann")
+        one, two = mem.blocks.snapshot(ref), mem.blocks.snapshot(ref)  # two writers, same view
+        mem.blocks.commit(one, "ALPHA\nbeta\ngamma\n", writer="ann")
+        mem.blocks.commit(two, "alpha\nbeta\nGAMMA\n", writer="ann")
+        assert mem.blocks.get("notes", user="ann")["value"] == "ALPHA\nbeta\nGAMMA\n"
 
 
 # -- the limit on every path ----------------------------------------------------------------
@@ -111,25 +115,25 @@ def test_api_write_over_the_limit_is_refused_with_how_far_over():
     from brandmind.errors import InvalidInput
 
     with open_memory() as mem:
-        mem.block_set("human", "x" * 2900, user="ann")
+        mem.blocks.set("human", "x" * 2900, user="ann")
         before = mem.log.count("ops")
         with pytest.raises(InvalidInput) as err:
-            mem.block_set("human", "y" * 3112, user="ann")
+            mem.blocks.set("human", "y" * 3112, user="ann")
         assert err.value.message == "block 'human' would be 3,112 characters, 112 over its limit of 3,000"
         assert "bm block replace" in err.value.hint and "--limit" in err.value.hint
         with pytest.raises(InvalidInput, match="would be 3,011 characters, 11 over"):
-            mem.block_append("human", "z" * 109, user="ann")  # "\n" + 109 + "\n" on top of 2,900
+            mem.blocks.append("human", "z" * 109, user="ann")  # "\n" + 109 + "\n" on top of 2,900
         with pytest.raises(InvalidInput, match="over its limit of 2,000"):
-            mem.block_set("agent_persona", "p" * 2001, user="ann")
+            mem.blocks.set("agent_persona", "p" * 2001, user="ann")
         assert mem.log.count("ops") == before
         _hold(mem, "ann", "qsr_real_estate")
         before = mem.log.count("ops")
         with pytest.raises(InvalidInput, match="would be 8,001 characters, 1 over its limit of 8,000"):
-            mem.block_set("qsr_real_estate_service_experience", "s" * 8001, user="ann")
+            mem.blocks.set("qsr_real_estate_service_experience", "s" * 8001, user="ann")
         assert mem.log.count("ops") == before
-        assert mem.block_get("human", user="ann")["value"] == "x" * 2900
+        assert mem.blocks.get("human", user="ann")["value"] == "x" * 2900
         # exactly at the limit is fine
-        assert mem.block_set("human", "y" * 3000, user="ann")["chars"] == 3000
+        assert mem.blocks.set("human", "y" * 3000, user="ann")["chars"] == 3000
 
 
 def _hold(mem, user: str, handle: str) -> bool:
@@ -194,7 +198,7 @@ def test_export_import_export_is_identical_with_blocks(bm, tmp_path, monkeypatch
     assert bm("block", "define", "empty_one", "--limit", "10", "--user", "bob").code == 0
     with open_memory() as mem:
         _hold(mem, "ann", "qsr_real_estate")
-        mem.block_append("qsr_real_estate_service_experience", "Users start with site selection.", user="ann")
+        mem.blocks.append("qsr_real_estate_service_experience", "Users start with site selection.", user="ann")
     first = bm("export").out
     assert first.count('"kind":"block"') == 4
     path = tmp_path / "x.jsonl"
@@ -215,14 +219,14 @@ WRITER = textwrap.dedent("""
     from brandmind.memory import Memory
     name, barrier, line = sys.argv[1], sys.argv[2], sys.argv[3]
     with Memory() as mem:
-        ref = blocks.resolve(mem, "human", user="ann")
-        snap = blocks.snapshot(mem, ref)         # each process reads the block ...
+        ref = mem.blocks.resolve("human", user="ann")
+        snap = mem.blocks.snapshot(ref)         # each process reads the block ...
         new = snap.value + line + "\\n"
-        blocks._check_growth(ref, new, snap.value, 3000)   # ... and finds its write within the limit
+        blocks.check_growth(ref, new, snap.value, 3000)   # ... and finds its write within the limit
         open(barrier + "." + name, "w").close()
         while not all(os.path.exists(barrier + "." + n) for n in ("a", "b")):
             time.sleep(0.005)
-        blocks.commit(mem, snap, new, writer="ann")
+        mem.blocks.commit(snap, new, writer="ann")
 """)
 
 
@@ -255,16 +259,15 @@ def test_concurrent_edits_that_merge_over_the_limit_are_kept_flagged_and_reporte
 
 
 def test_editing_with_a_stale_view_checks_the_limit_on_the_merge():
-    from brandmind import blocks
     from brandmind.errors import InvalidInput
 
     with open_memory() as mem:
-        mem.block_set("notes", "n" * 1900, user="ann")
-        snap = blocks.edit_begin(mem, "notes", user="ann")
-        mem.block_append("notes", "o" * 80, user="ann")  # someone else, while the editor is open
+        mem.blocks.set("notes", "n" * 1900, user="ann")
+        snap = mem.blocks.edit_begin("notes", user="ann")
+        mem.blocks.append("notes", "o" * 80, user="ann")  # someone else, while the editor is open
         with pytest.raises(InvalidInput, match="would be 2,082 characters, 82 over its limit of 2,000"):
-            blocks.edit_commit(mem, snap, "n" * 1900 + "p" * 100, user="ann")
-        out = blocks.edit_commit(mem, snap, "n" * 1800 + "p" * 100, user="ann")
+            mem.blocks.edit_commit(snap, "n" * 1900 + "p" * 100, user="ann")
+        out = mem.blocks.edit_commit(snap, "n" * 1800 + "p" * 100, user="ann")
         value = out["value"]  # both edits merged (the CRDT picks where the concurrent append goes)
         assert value.startswith("n" * 1800) and "\n" + "o" * 80 + "\n" in value and "p" * 100 in value
         assert len(value) == 1982 and value.count("n") == 1800
@@ -280,7 +283,7 @@ APPENDER = textwrap.dedent("""
         while not all(os.path.exists(barrier + "." + n) for n in ("a", "b")):
             time.sleep(0.002)
         for i in range(50):
-            mem.block_append("human", f"{name} line {i}", user="ann")
+            mem.blocks.append("human", f"{name} line {i}", user="ann")
 """)
 
 
@@ -292,7 +295,7 @@ def test_two_processes_appending_at_once_both_keep_every_line(tmp_path):
     errs = [p.communicate(timeout=120)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], errs
     with open_memory() as mem:
-        lines = mem.block_get("human", user="ann")["value"].splitlines()
+        lines = mem.blocks.get("human", user="ann")["value"].splitlines()
         assert sorted(lines) == sorted(f"{n} line {i}" for n in "ab" for i in range(50))
         for n in "ab":  # each process's own lines stay in its order
             mine = [int(x.split()[-1]) for x in lines if x.startswith(n)]
@@ -348,12 +351,11 @@ def _naive_text(ops: list[dict]) -> str:
 def _projected_text(mem, handle: str, ops: list[dict], define_at: int = 0) -> tuple[str, int]:
     """Feed the ops to the blocks projection in the given order (the define at ``define_at``);
     returns the text and the largest number of updates that waited at once."""
-    from brandmind import blocks
-    from brandmind.blocks import Ref, _define_payload, defaults_for
+    from brandmind.blocks import Ref, define_payload, defaults_for
 
     ref = Ref("persona", None, None, handle, handle + "_service_experience")
     define = {"id": "x:0", "hlc": [1, 0, "x"], "kind": "block.define",
-              "payload": _define_payload(ref, defaults_for(ref), [])}
+              "payload": define_payload(ref, defaults_for(ref), [])}
     stream = [{"id": f"x:{n + 1}", "hlc": [n + 2, 0, "x"], "kind": "block.update",
                "payload": {"id": ref.id, "scope": "persona", "origin": op["origin"], "seq": op["seq"],
                            "update": base64.b64encode(op["update"]).decode(),
@@ -363,7 +365,7 @@ def _projected_text(mem, handle: str, ops: list[dict], define_at: int = 0) -> tu
     most = 0
     with mem.sql.write():
         for op in stream:
-            blocks.apply_op(mem.sql, op)
+            apply_block_op(mem.sql, op)
             waiting = mem.sql.conn.execute("SELECT count(*) FROM block_updates WHERE block_id=? AND applied=0",
                                            (ref.id,)).fetchone()[0]
             most = max(most, waiting)
@@ -392,15 +394,13 @@ def test_out_of_order_updates_are_buffered_per_origin_and_converge():
 
 
 def test_updates_arriving_twice_or_before_their_block_apply_once():
-    from brandmind import blocks
-
     with open_memory() as mem:
-        mem.block_set("notes", "one two", user="ann")
+        mem.blocks.set("notes", "one two", user="ann")
         ops = [op for _, op in mem.log.ops_after(0)]
         with mem.sql.write():
             for op in ops:  # a replay of the same ops changes nothing
-                blocks.apply_op(mem.sql, op)
-        assert mem.block_get("notes", user="ann")["value"] == "one two"
+                apply_block_op(mem.sql, op)
+        assert mem.blocks.get("notes", user="ann")["value"] == "one two"
         assert len(update_rows(mem)) == 1
 
 
@@ -409,24 +409,24 @@ def test_agent_persona_is_read_only_to_agents_but_the_user_can_set_it(bm):
     from brandmind.errors import InvalidInput
 
     with open_memory() as mem:
-        mem.block_set("agent_persona", "I am Pi, a location analytics assistant.", user="ann")
+        mem.blocks.set("agent_persona", "I am Pi, a location analytics assistant.", user="ann")
         with pytest.raises(InvalidInput, match="read-only to agents"):
-            mem.block_append("agent_persona", "I also tell jokes.", user="ann", agent="a1")
+            mem.blocks.append("agent_persona", "I also tell jokes.", user="ann", agent="a1")
         with pytest.raises(InvalidInput, match="read-only to agents"):
-            mem.block_set("agent_persona", "rewritten", user="ann", agent="a1")
+            mem.blocks.set("agent_persona", "rewritten", user="ann", agent="a1")
         with pytest.raises(InvalidInput, match="read-only to agents"):  # nor may it lift the flag
-            mem.block_define("agent_persona", read_only=False, user="ann", agent="a1")
+            mem.blocks.define("agent_persona", read_only=False, user="ann", agent="a1")
         with pytest.raises(InvalidInput, match="read-only to agents"):  # the user-scope one too
-            mem.block_set("agent_persona", "x", user="ann", agent=None, by_agent=True)
+            mem.blocks.set("agent_persona", "x", user="ann", agent=None, by_agent=True)
         # the user giving agent a1 a persona of its own
-        mem.block_define("agent_persona", user="ann", agent="a1", by_agent=False)
-        own = mem.block_set("agent_persona", "Agent a1 persona", user="ann", agent="a1", by_agent=False)
+        mem.blocks.define("agent_persona", user="ann", agent="a1", by_agent=False)
+        own = mem.blocks.set("agent_persona", "Agent a1 persona", user="ann", agent="a1", by_agent=False)
         assert (own["value"], own["scope"], own["read_only"]) == ("Agent a1 persona", "agent", True)
         with pytest.raises(InvalidInput, match="read-only to agents"):
-            mem.block_append("agent_persona", "x", user="ann", agent="a1")
+            mem.blocks.append("agent_persona", "x", user="ann", agent="a1")
         # an agent may write its other blocks
-        assert mem.block_append("human", "Likes maps.", user="ann", agent="a1")["value"] == "Likes maps.\n"
-        assert mem.block_get("agent_persona", user="ann")["value"] == "I am Pi, a location analytics assistant."
+        assert mem.blocks.append("human", "Likes maps.", user="ann", agent="a1")["value"] == "Likes maps.\n"
+        assert mem.blocks.get("agent_persona", user="ann")["value"] == "I am Pi, a location analytics assistant."
     assert_error(bm("block", "append", "agent_persona", "x", "--user", "ann", "--agent", "a1", "--as-agent"), 1,
                  "read-only to agents")
     assert bm("block", "append", "agent_persona", "More.", "--user", "ann", "--agent", "a1").code == 0
@@ -441,27 +441,27 @@ def test_persona_block_is_shared_guarded_and_only_for_holders(bm):
 
     label = "qsr_real_estate_service_experience"
     with open_memory() as mem:
-        mem.block_set("human", "User name: Annabel Whitfield. Lives in Dallas.", user="ann")
+        mem.blocks.set("human", "User name: Annabel Whitfield. Lives in Dallas.", user="ann")
         personas.assign(mem, "ann", "qsr_real_estate")
         personas.assign(mem, "bob", "qsr_real_estate")
-        assert mem.block_get(label)["exists"] is True and mem.block_get(label)["value"] == ""
-        mem.block_append(label, "Users start with site selection, then cannibalisation.", user="ann", agent="a1")
-        mem.block_append(label, "Trade areas matter most.", user="bob")
+        assert mem.blocks.get(label)["exists"] is True and mem.blocks.get(label)["value"] == ""
+        mem.blocks.append(label, "Users start with site selection, then cannibalisation.", user="ann", agent="a1")
+        mem.blocks.append(label, "Trade areas matter most.", user="bob")
         with pytest.raises(InvalidInput, match="does not hold persona"):
-            mem.block_append(label, "Hello", user="carol")
+            mem.blocks.append(label, "Hello", user="carol")
         with pytest.raises(InvalidInput) as err:
-            mem.block_append(label, "Mail ann@example.com about Annabel.", user="ann")
+            mem.blocks.append(label, "Mail ann@example.com about Annabel.", user="ann")
         assert "email 'ann@example.com'" in err.value.message and "Annabel" in err.value.message
         assert "--redact" in err.value.hint
-        out = mem.block_append(label, "Mail ann@example.com about it.", user="ann", redact=True)
+        out = mem.blocks.append(label, "Mail ann@example.com about it.", user="ann", redact=True)
         assert "[REDACTED:email]" in out["value"] and "ann@example.com" not in out["value"]
         assert out["redacted"][0]["kind"] == "email"
         # old text another user wrote does not block an unrelated write
-        shared = mem.shared_blocks(user="bob")
+        shared = mem.blocks.shared(user="bob")
         assert [b["label"] for b in shared] == [label]
         assert "Trade areas matter most." in shared[0]["value"]
-        assert mem.shared_blocks(user="carol") == []
-        assert [b["label"] for b in mem.block_list(user="bob")] == [label]
+        assert mem.blocks.shared(user="carol") == []
+        assert [b["label"] for b in mem.blocks.list(user="bob")] == [label]
     res = bm("block", "append", label, "Call 415-555-0132 now", "--user", "ann")
     assert_error(res, 1, "PII", "phone")
     res = bm("block", "append", label, "Call 415-555-0132 now", "--user", "ann", "--redact")
@@ -479,23 +479,23 @@ def test_context_shows_a_block_edit_next_time(bm):
 
 # -- rebuild and forget -------------------------------------------------------------------------------------
 def test_rebuild_reproduces_every_block_table():
-    from brandmind import blocks, personas
+    from brandmind import personas
 
     with open_memory() as mem:
         personas.assign(mem, "ann", "qsr_real_estate")
-        mem.block_set("human", "Prefers tables.", user="ann")
-        mem.block_append("human", "Has a dog.", user="ann", agent="a1")
-        mem.block_define("notes", limit=100, description="d1", user="ann")
-        mem.block_define("notes", description="d2", user="ann")
-        mem.block_set("notes", "n" * 90, user="ann")
-        ref = blocks.resolve(mem, "notes", user="ann")
-        one, two = blocks.snapshot(mem, ref), blocks.snapshot(mem, ref)
-        blocks.commit(mem, one, one.value + "x" * 10, writer="ann")
-        blocks.commit(mem, two, "y" * 10 + two.value, writer="ann")  # merged: 110 > 100, over limit
-        mem.block_append("qsr_real_estate_service_experience", "Shared lesson.", user="ann")
+        mem.blocks.set("human", "Prefers tables.", user="ann")
+        mem.blocks.append("human", "Has a dog.", user="ann", agent="a1")
+        mem.blocks.define("notes", limit=100, description="d1", user="ann")
+        mem.blocks.define("notes", description="d2", user="ann")
+        mem.blocks.set("notes", "n" * 90, user="ann")
+        ref = mem.blocks.resolve("notes", user="ann")
+        one, two = mem.blocks.snapshot(ref), mem.blocks.snapshot(ref)
+        mem.blocks.commit(one, one.value + "x" * 10, writer="ann")
+        mem.blocks.commit(two, "y" * 10 + two.value, writer="ann")  # merged: 110 > 100, over limit
+        mem.blocks.append("qsr_real_estate_service_experience", "Shared lesson.", user="ann")
         before = (block_rows(mem), update_rows(mem),
                   mem.sql.conn.execute("SELECT * FROM block_defs ORDER BY block_id, op_id").fetchall())
-        notes = mem.block_get("notes", user="ann")
+        notes = mem.blocks.get("notes", user="ann")
         assert notes["over_limit"] and notes["description"] == "d2" and notes["limit"] == 100
         mem.admin.rebuild()
         after = (block_rows(mem), update_rows(mem),
@@ -510,18 +510,18 @@ def test_forget_user_removes_their_blocks_and_anonymises_their_shared_edits(bm):
     with open_memory() as mem:
         personas.assign(mem, "ann", "qsr_real_estate")
         personas.assign(mem, "bob", "qsr_real_estate")
-        mem.block_set("human", "Secretive Zebra fact about ann", user="ann")
-        mem.block_set("project_notes", "Ann agent note Quokka", user="ann", agent="a1")
-        mem.block_append(label, "Lesson from ann's session.", user="ann", agent="a1")
-        mem.block_append(label, "Lesson from bob.", user="bob")
-        mem.block_set("human", "Bob likes tea", user="bob")
+        mem.blocks.set("human", "Secretive Zebra fact about ann", user="ann")
+        mem.blocks.set("project_notes", "Ann agent note Quokka", user="ann", agent="a1")
+        mem.blocks.append(label, "Lesson from ann's session.", user="ann", agent="a1")
+        mem.blocks.append(label, "Lesson from bob.", user="bob")
+        mem.blocks.set("human", "Bob likes tea", user="bob")
     res = bm("forget", "--wipe-user", "ann", "--yes")
     assert res.code == 0, res
     with open_memory() as mem:
-        assert [b["label"] for b in mem.block_list(user="ann")] == []  # ann holds no persona any more either
-        assert mem.block_get("human", user="ann")["exists"] is False
-        assert mem.block_get("human", user="bob")["value"] == "Bob likes tea"
-        shared = mem.block_get(label)
+        assert [b["label"] for b in mem.blocks.list(user="ann")] == []  # ann holds no persona any more either
+        assert mem.blocks.get("human", user="ann")["exists"] is False
+        assert mem.blocks.get("human", user="bob")["value"] == "Bob likes tea"
+        shared = mem.blocks.get(label)
         assert shared["value"] == "Lesson from ann's session.\nLesson from bob.\n"
         writers = {r[0] for r in mem.sql.conn.execute(
             "SELECT user_id FROM block_updates WHERE scope='persona'")}
@@ -542,21 +542,19 @@ def test_forget_user_removes_their_blocks_and_anonymises_their_shared_edits(bm):
         mem.admin.rebuild()
         assert block_rows(mem) == rows
         # ann can start over: a new block, a new history
-        assert mem.block_set("human", "New start", user="ann")["value"] == "New start"
+        assert mem.blocks.set("human", "New start", user="ann")["value"] == "New start"
         mem.admin.rebuild()
-        assert mem.block_get("human", user="ann")["value"] == "New start"
+        assert mem.blocks.get("human", user="ann")["value"] == "New start"
 
 
 def test_ops_of_a_forgotten_user_arriving_late_are_ignored():
-    from brandmind import blocks
-
     with open_memory() as mem:
-        mem.block_set("human", "old", user="ann")
+        mem.blocks.set("human", "old", user="ann")
         late = [op for _, op in mem.log.ops_after(0)]  # as another replica would still send them
         mem.forget_user("ann")
         with mem.sql.write():
             for op in late:
-                blocks.apply_op(mem.sql, op)
+                apply_block_op(mem.sql, op)
         assert block_rows(mem) == []
 
 

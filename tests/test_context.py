@@ -152,8 +152,8 @@ def test_the_margin_leaves_room_for_another_tokenizer(ann):
 # -- what goes in ---------------------------------------------------------------------------
 def test_sections_come_in_order_with_dates_and_core_blocks_first(ann):
     with Memory() as mem:
-        mem.block_set("human", "Ann's timezone: Europe/Lisbon", user="ann")
-        mem.block_set("agent_persona", "You are Ann's assistant.", user="ann", agent="coach", by_agent=False)
+        mem.blocks.set("human", "Ann's timezone: Europe/Lisbon", user="ann")
+        mem.blocks.set("agent_persona", "You are Ann's assistant.", user="ann", agent="coach", by_agent=False)
         res = mem.context(QUESTION + " Which seats does she prefer?", budget=1500, user="ann", agent="coach")
     text = res["text"]
     heads = [text.index(HEADERS[s]) for s in ("core", "memories", "recent")]
@@ -189,9 +189,9 @@ def test_a_block_edit_shows_in_the_next_context(ann, bm):
 
 def test_priority_is_core_shared_top_memories_then_recent(ann):
     with Memory() as mem:
-        mem.block_set("human", "Ann is vegetarian", user="ann")
+        mem.blocks.set("human", "Ann is vegetarian", user="ann")
         mem.persona_record("ann", "qsr_real_estate", confidence=0.9)
-        mem.block_append("qsr_real_estate_service_experience",
+        mem.blocks.append("qsr_real_estate_service_experience",
                          "Site-selection users want drive-thru traffic counts before rent figures.",
                          persona="qsr_real_estate", user="ann")
         res = mem.context(QUESTION, budget=4000, user="ann")
@@ -208,10 +208,10 @@ def test_private_blocks_and_memories_never_reach_another_users_context(store, bm
     with Memory() as mem:
         for user in ("ann", "bob"):
             mem.persona_record(user, "cpg_retail_media", confidence=0.8)
-        mem.block_set("human", "Ann Marquez lives at 14 Rua das Flores, Lisbon; phone +351 912 345 678", user="ann")
+        mem.blocks.set("human", "Ann Marquez lives at 14 Rua das Flores, Lisbon; phone +351 912 345 678", user="ann")
         mem.remember("Ann's daughter Lucia starts school at Colegio Verde in September", user="ann")
         # what Ann's agent learned, without PII, is shared with Bob's agents
-        mem.block_append("cpg_retail_media_service_experience",
+        mem.blocks.append("cpg_retail_media_service_experience",
                          "Retail media users ask for incrementality before ROAS.",
                          persona="cpg_retail_media", user="ann")
     # Ann's private names, places and numbers are refused in the shared block ...

@@ -258,16 +258,16 @@ def test_a_pets_name_in_the_writers_human_block_is_refused_in_a_shared_block(sto
 
     note = "Users with a dog like Biscuit prefer morning walks"
     with Memory() as mem:
-        mem.block_set("human", human, user="ann")
+        mem.blocks.set("human", human, user="ann")
         mem.persona_record("ann", "tobacco_consumer_insights", 1.0)
         with pytest.raises(InvalidInput) as err:
-            mem.block_append(LABEL, note, user="ann")
+            mem.blocks.append(LABEL, note, user="ann")
         assert "Biscuit" in err.value.message
-        assert mem.block_get(LABEL, user="ann")["value"] == ""
-        out = mem.block_append(LABEL, note, user="ann", redact=True)
+        assert mem.blocks.get(LABEL, user="ann")["value"] == ""
+        out = mem.blocks.append(LABEL, note, user="ann", redact=True)
         assert "Biscuit" not in out["value"] and "[REDACTED:" in out["value"]
         # the generic note without the name goes in
-        mem.block_append(LABEL, "Dog owners prefer morning walks.", user="ann")
+        mem.blocks.append(LABEL, "Dog owners prefer morning walks.", user="ann")
 
 
 def test_names_cued_in_other_private_blocks_and_memories_count_and_common_words_do_not(store):
@@ -275,7 +275,7 @@ def test_names_cued_in_other_private_blocks_and_memories_count_and_common_words_
     from brandmind.memory import Memory
 
     with Memory() as mem:
-        mem.block_set("project_notes", "Sister's name: Imogen. Work is her passion.", user="sam")
+        mem.blocks.set("project_notes", "Sister's name: Imogen. Work is her passion.", user="sam")
         mem.remember("My cat, Pixel, sleeps all day. Coffee keeps me going.", user="sam")
         terms = privacy.gather_private_terms(mem.store, "sam")
         assert {"Imogen", "Pixel"} <= terms

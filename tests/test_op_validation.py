@@ -41,7 +41,7 @@ def _workload(mem: Memory) -> None:
     for obj in ("Acme", "Acme", "Globex"):  # added, confirmed, updated (retire, edge retire)
         mem.add_fact({"subject": "Ann", "predicate": "works_at", "object": obj}, user="ann")
     mem.consolidate(user="ann")
-    mem.block_set("human", "likes tea", user="ann")
+    mem.blocks.set("human", "likes tea", user="ann")
     mem.skill_add("market-research", description="do research", tags=["x"], examples=["one"])
     mem.skill_add("tmp-skill", description="tmp")
     mem.skill_remove("tmp-skill")

@@ -135,18 +135,18 @@ def test_assign_attaches_the_shared_block_and_unassign_detaches_it(bm, store):
     with open_memory() as mem:
         kinds = [op["kind"] for op in mem.log.iter_ops()]
         assert kinds == ["persona.define", "block.define", "persona.assign"]
-        shared = mem.shared_blocks("ann")
+        shared = mem.blocks.shared(user="ann")
         assert [(b["label"], b["limit"], b["scope"]) for b in shared] == [
             ("qsr_real_estate_service_experience", 8000, "persona")]
-        assert mem.shared_blocks("bob") == []
+        assert mem.blocks.shared(user="bob") == []
     assert bm("persona", "show", "qsr_real_estate").json()["holders"] == ["ann"]
     # a second holder shares the same block; no second block definition
     bm("persona", "assign", "qsr_real_estate", "--user", "bob")
     assert [op["kind"] for op in ops_of("")][-1] == "persona.assign"
     assert sum(op["kind"] == "block.define" for op in ops_of("")) == 1
     with open_memory() as mem:
-        mem.block_append("qsr_real_estate_service_experience", "QSR users start with site selection.", user="ann")
-        assert "site selection" in mem.shared_blocks("bob")[0]["value"]
+        mem.blocks.append("qsr_real_estate_service_experience", "QSR users start with site selection.", user="ann")
+        assert "site selection" in mem.blocks.shared(user="bob")[0]["value"]
     listed = bm("persona", "list", "--user", "ann").json()
     assert [(p["handle"], p["confidence"]) for p in listed] == [("qsr_real_estate", 0.9)]
 
@@ -154,13 +154,13 @@ def test_assign_attaches_the_shared_block_and_unassign_detaches_it(bm, store):
     assert res.code == 0 and res.json() == {"user": "ann", "handle": "qsr_real_estate", "unassigned": True}
     assert bm("persona", "list", "--user", "ann").json() == []
     with open_memory() as mem:
-        assert mem.shared_blocks("ann") == []
-        assert "site selection" in mem.shared_blocks("bob")[0]["value"]  # stays for the other holder
+        assert mem.blocks.shared(user="ann") == []
+        assert "site selection" in mem.blocks.shared(user="bob")[0]["value"]  # stays for the other holder
     assert_error(bm("persona", "unassign", "qsr_real_estate", "--user", "ann"), 1, "does not hold")
     # assigning again re-attaches it
     bm("persona", "assign", "qsr_real_estate", "--user", "ann")
     with open_memory() as mem:
-        assert len(mem.shared_blocks("ann")) == 1
+        assert len(mem.blocks.shared(user="ann")) == 1
 
 
 def test_reassigning_confirms_discovered_min_confirmed_max_confidence_latest(store):
@@ -388,7 +388,7 @@ def test_forget_user_removes_their_assignments_and_redacts_their_ops(bm, store):
     assert sum(op["payload"].get("redacted", False) for op in held_ops) == 4  # ann's 3 assigns + 1 unassign
     assert all(op["payload"]["user"] == "bob" for op in held_ops if not op["payload"].get("redacted"))
     with open_memory() as mem:
-        assert mem.shared_blocks("ann") == []
+        assert mem.blocks.shared(user="ann") == []
         mem.admin.rebuild()
         assert mem.user_personas("ann") == []
     # a late assign stamped before the forget (another replica's) does not resurrect it
@@ -422,7 +422,7 @@ def test_export_import_carries_personas_assignments_and_documents(bm, store, tmp
     assert bm("persona", "list", "--user", "ann").json()[0]["confidence"] == 0.9
     assert bm("persona", "doc", "show").json()["goals"] == ["help more"]
     with open_memory() as mem:
-        assert len(mem.shared_blocks("bob")) == 1
+        assert len(mem.blocks.shared(user="bob")) == 1
     # importing again skips everything
     again = bm("import", str(dump)).json()
     assert (again["persona"], again["persona_user"], again["persona_doc"]) == (0, 0, 0)

@@ -174,7 +174,7 @@ def test_private_terms_come_from_the_human_block_memories_and_facts(store):
     from brandmind.memory import Memory
 
     with Memory() as mem:
-        mem.block_set("human", "User name: Sarah Whitcombe\nPrefers tables. Lives near Richmond.", user="sarah")
+        mem.blocks.set("human", "User name: Sarah Whitcombe\nPrefers tables. Lives near Richmond.", user="sarah")
         mem.remember("Sarah's sister Imogen visited Porto in May.", user="sarah")
         mem.remember("Prefers weekly summaries on Monday.", user="sarah")
         mem.add_fact({"subject": "Sarah", "predicate": "works_at", "object": "Grupo Pereira"}, user="sarah")
@@ -197,7 +197,7 @@ def test_a_name_that_is_an_everyday_word_matches_only_as_written(store):
     from brandmind.memory import Memory
 
     with Memory() as mem:
-        mem.block_set("human", "User name: Will Harper\nPersonal facts about the user to be discovered "
+        mem.blocks.set("human", "User name: Will Harper\nPersonal facts about the user to be discovered "
                                "through interaction.", user="will")
         mem.remember("I will send the deck to Will's manager tomorrow.", user="will")
         terms = privacy.gather_private_terms(mem.store, "will")
@@ -223,14 +223,14 @@ def test_a_shared_block_write_with_pii_is_refused_or_redacted(store):
     from brandmind.memory import Memory
 
     with Memory() as mem:
-        mem.block_set("human", "User name: Carol Mendes. Based in Richmond.", user="carol")
+        mem.blocks.set("human", "User name: Carol Mendes. Based in Richmond.", user="carol")
         mem.persona_record("carol", "tobacco_consumer_insights", 1.0)
         label = "tobacco_consumer_insights_service_experience"
         with pytest.raises(InvalidInput) as err:
-            mem.block_append(label, "Carol in Richmond wants c-store flows; reach her at carol@x.com", user="carol")
+            mem.blocks.append(label, "Carol in Richmond wants c-store flows; reach her at carol@x.com", user="carol")
         assert "carol@x.com" in err.value.message and "Richmond" in err.value.message
-        assert mem.block_get(label, user="carol")["value"] == ""
-        out = mem.block_append(label, "Users in Richmond ask about menthol share", user="carol", redact=True)
+        assert mem.blocks.get(label, user="carol")["value"] == ""
+        out = mem.blocks.append(label, "Users in Richmond ask about menthol share", user="carol", redact=True)
         assert out["value"].strip() == "Users in [REDACTED:place] ask about menthol share"
         assert [(h["kind"], h["text"]) for h in out["redacted"]] == [("place", "Richmond")]
-        mem.block_append(label, "Tobacco insights users compare c-store share by daypart.", user="carol")
+        mem.blocks.append(label, "Tobacco insights users compare c-store share by daypart.", user="carol")

@@ -36,12 +36,12 @@ def fill(a: Memory, b: Memory) -> None:
     a.forget(gone["id"])
     a.remember("Bob plays chess on Sundays", user="bob")
     a.forget_user("bob")
-    a.block_set("human", "Ann likes green tea", user="ann")
+    a.blocks.set("human", "Ann likes green tea", user="ann")
     kim, acme = (a.kg_add_node(name, user="ann") for name in ("Kim", "Acme"))
     a.kg_link(kim["id"], acme["id"], "works_at", user="ann")
     b.receive_ops(a.log.ops_of(a.log.replica, 0))
     b.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Berlin"}, user="ann")
-    b.block_append("human", "and chess", user="ann")
+    b.blocks.append("human", "and chess", user="ann")
     for i in range(40):
         b.remember(f"note {i}: the deadline moved to week {i}", user="ann")
 

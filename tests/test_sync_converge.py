@@ -178,10 +178,10 @@ class Sim:
         self.do_fact(mem, i, user, s, p, o)
 
     def do_block_set(self, mem, i, user, word):
-        mem.block_set("human", f"{USERS[user]} says {WORDS[word]}", user=USERS[user])
+        mem.blocks.set("human", f"{USERS[user]} says {WORDS[word]}", user=USERS[user])
 
     def do_block_append(self, mem, i, user, word):
-        mem.block_append("human", WORDS[word], user=USERS[user])
+        mem.blocks.append("human", WORDS[word], user=USERS[user])
 
     def do_assign(self, mem, i, user, h):
         mem.persona_record(USERS[user], HANDLES[h], confidence=0.5 + 0.1 * i)
@@ -386,7 +386,7 @@ def test_a_wall_clock_lww_fails_the_check(monkeypatch):
 def test_applying_one_origins_ops_out_of_order_fails_the_check(monkeypatch):
     """Without the per-origin order (the catch-up applying in arrival order, blocks applying
     each update as it comes), the shuffled updates leave one replica's block text different."""
-    import brandmind.blocks as blocks
+    import brandmind.blockrules as blockrules
     import brandmind.replication as replication
 
     def catch_up_in_arrival_order(log, sql, vector_for, progress=None, *, apply=None, fresh=None):
@@ -409,14 +409,14 @@ def test_applying_one_origins_ops_out_of_order_fails_the_check(monkeypatch):
                                            "ORDER BY rowid", (bid,))]
         if row is None or not waiting:
             return
-        doc, text = blocks._load(row[0])
+        doc, text = blockrules.load(row[0])
         for data in waiting:
             doc.apply_update(data)
         c.execute("UPDATE block_updates SET applied=1 WHERE block_id=?", (bid,))
-        blocks._store(sql, bid, doc.get_update(), str(text))
+        blockrules.store_doc(sql, bid, doc.get_update(), str(text))
 
     monkeypatch.setattr(replication, "catch_up", catch_up_in_arrival_order)
-    monkeypatch.setattr(blocks, "_drain", drain_as_they_come)
+    monkeypatch.setattr(blockrules, "drain", drain_as_they_come)
     with pytest.raises(AssertionError, match="differ"):
         run_scenario(*copy.deepcopy(SHUFFLED_BLOCK))
 

@@ -366,7 +366,7 @@ def test_5xx_faults_and_flaky_rounds_lose_and_duplicate_nothing(aws_env, fast_re
             a.remember(f"note {i} from a")
             b.remember(f"note {i} from b")
             if i % 3 == 0:
-                a.block_append("human", f"line {i} from a")
+                a.blocks.append("human", f"line {i} from a")
             for name, mem in (("a", a), ("b", b)):
                 rounds += 1
                 try:
@@ -601,7 +601,7 @@ def test_a_new_device_starts_from_a_snapshot(aws_env, tmp_path):
             a.remember(f"snapshot note {i} zqsnap")
         gone = a.remember("the forgotten zqgone secret")["id"]
         a.forget(gone)
-        a.block_append("human", "likes quince zqblock")
+        a.blocks.append("human", "likes quince zqblock")
         a.config.blob_threshold, old = 100, a.config.blob_threshold
         a.add_bead("zqbigbead " * 50)
         a.config.blob_threshold = old

@@ -123,7 +123,7 @@ def _soak(stores: dict, remotes: dict, rng: random.Random, rounds: int, *, fault
             mem.ingest([json.dumps({"id": f"{n}-{rnd}", "role": "user", "speaker": n,
                                     "content": f"{n} says hello in round {rnd}"})])
             if rnd % 3 == 2:
-                mem.block_append(f"notes-{rnd // 60}", f"{n} was here in round {rnd}")  # < the limit
+                mem.blocks.append(f"notes-{rnd // 60}", f"{n} was here in round {rnd}")  # < the limit
             if rng.random() < 0.25:
                 rows = mem.list_memories(limit=50)
                 if rows:
