@@ -21,6 +21,7 @@ from .patterns import (
     DIET_RE,
     EVENT_STOP,
     GENERIC_OBJECTS,
+    JOB_AT,
     LANGUAGES,
     NP_STOP,
     PLAYABLE,
@@ -28,6 +29,7 @@ from .patterns import (
     POSSESSIONS,
     VERB_RULES,
     VP_STOP,
+    Simple,
 )
 from .phrases import (
     article,
@@ -44,29 +46,31 @@ from .phrases import (
 
 
 def verb_facts(rest: str, subject: str, first: bool, neg: str | None, ctx: Ctx, *, perfect: bool) -> None:
+    """The facts of the verb phrase ``rest``: the first pattern of VERB_RULES that matches."""
     for pattern, rule in VERB_RULES:
         m = pattern.match(rest)
         if not m:
             continue
         x = m.group("x").strip()
         ctx.verb = m.groupdict().get("v")
-        _VERB_HANDLERS[rule](ctx, subject, x, neg, perfect)
+        if isinstance(rule, Simple):
+            simple_fact(ctx, subject, x, neg, rule)
+        else:
+            VERB_HANDLERS[rule](ctx, subject, x, neg, perfect)
         return
 
 
-def _h_live(ctx: Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
-    place = proper_name(x)
-    if place:
-        ctx.add(s, "lives_in", without_the(place), say_text("lives_in", s, place, neg), negated=bool(neg),
-                object_type="place", confidence=0.85)
-
-
-def _h_lived(ctx: Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
-    place = proper_name(x)
-    if place and not neg:
-        span = ctx.date()
-        ctx.add(s, "lived_in", without_the(place), f"{s} lived in {place}" + (f" {span.describe()}" if span else ""),
-                object_type="place", confidence=0.75)
+def simple_fact(ctx: Ctx, s: str, x: str, neg: str | None, spec: Simple) -> None:
+    """The one fact of a :class:`~brandmind.extract.patterns.Simple` pattern."""
+    obj = proper_name(x) if spec.take == "place" else person_name(x) if x else None
+    if not obj or (neg and not spec.negatable):
+        return
+    span = ctx.date() if spec.dated or "{when}" in spec.text else None
+    when = f" {span.describe()}" if span else ""
+    text = say_text(spec.predicate, s, obj, neg) if spec.negatable else spec.text.format(s=s, o=obj, when=when)
+    ctx.add(s, spec.predicate, without_the(obj) if spec.take == "place" else obj, text,
+            negated=spec.negated or bool(neg), valid_from=span.start if span and spec.dated else None,
+            object_type=spec.object_type, confidence=spec.confidence)
 
 
 def _h_moved(ctx: Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
@@ -115,31 +119,8 @@ def _h_work_at(ctx: Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None
             works_as_fact(ctx, s, m.group(1), neg)
 
 
-def _h_worked_at(ctx: Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
-    org = proper_name(x)
-    if org and not neg:
-        ctx.add(s, "worked_at", without_the(org), f"{s} worked at {org}", object_type="organization",
-                confidence=0.75)
-
-
 def _h_work_as(ctx: Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
     works_as_fact(ctx, s, x, neg)
-
-
-def _h_job_at(ctx: Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
-    org = proper_name(x)
-    if org and not neg:
-        span = ctx.date()
-        ctx.add(s, "works_at", without_the(org), f"{s} works at {org}", valid_from=span.start if span else None,
-                object_type="organization", confidence=0.8)
-
-
-def _h_quit_at(ctx: Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
-    org = proper_name(x)
-    if org and not neg:
-        span = ctx.date()
-        ctx.add(s, "works_at", without_the(org), f"{s} no longer works at {org}", negated=True,
-                valid_from=span.start if span else None, object_type="organization", confidence=0.8)
 
 
 def _h_like(ctx: Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
@@ -187,7 +168,7 @@ def _h_acquire(ctx: Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None
         return
     m = re.match(r"^(?:a\s+)?(?:new\s+)?(?:job|position|role)\s+(?:at|with)\s+(?P<org>.*)$", x)
     if m:
-        _h_job_at(ctx, s, m.group("org"), neg, perfect)
+        simple_fact(ctx, s, m.group("org"), neg, JOB_AT)
         return
     verb = "got"
     for v in ("bought", "adopted", "rescued", "purchased", "welcomed"):
@@ -289,37 +270,6 @@ def _h_joined(ctx: Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
             valid_from=span.start if span else None, object_type="organization", confidence=0.75)
 
 
-def _h_married(ctx: Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
-    if neg:
-        return
-    name = person_name(x) if x else None
-    if name:
-        span = ctx.date()
-        ctx.add(s, "is_married_to", name, f"{s} is married to {name}", valid_from=span.start if span else None,
-                object_type="person", confidence=0.85)
-
-
-def _h_engaged(ctx: Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
-    if neg:
-        return
-    name = person_name(x) if x else None
-    if name:
-        span = ctx.date()
-        ctx.add(s, "partner_of", name, f"{s} is engaged to {name}", valid_from=span.start if span else None,
-                object_type="person", confidence=0.8)
-
-
-def _h_graduated(ctx: Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
-    if neg:
-        return
-    org = proper_name(x)
-    if org:
-        span = ctx.date()
-        ctx.add(s, "graduated_from", without_the(org),
-                f"{s} graduated from {org}" + (f" {span.describe()}" if span else ""),
-                valid_from=span.start if span else None, object_type="organization", confidence=0.8)
-
-
 def _h_speak(ctx: Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
     words = re.findall(r"[A-Z][a-z]+", cut_at(x, NP_STOP))
     langs = [w for w in words if w in LANGUAGES and w != "Sign"]
@@ -344,13 +294,11 @@ def _h_study(ctx: Ctx, s: str, x: str, neg: str | None, perfect: bool) -> None:
         studies_fact(ctx, s, x, neg)
 
 
-_VERB_HANDLERS: dict[str, Callable[[Ctx, str, str, str | None, bool], None]] = {
-    "live": _h_live, "lived": _h_lived, "moved": _h_moved, "move_future": _h_move_future,
-    "moved_from": _h_moved_from, "diet": _h_diet, "diet_start": _h_diet_start,
-    "work_at": _h_work_at, "worked_at": _h_worked_at, "work_as": _h_work_as, "job_at": _h_job_at,
-    "quit_at": _h_quit_at, "like": _h_like, "hate": _h_hate, "plan": _h_plan, "decide": _h_decide,
-    "have": _h_have, "acquire": _h_acquire, "lose": _h_lose, "visited": _h_visited,
-    "went_to": _h_went_to, "attended": _h_attended, "completed": _h_completed, "did": _h_did,
-    "started": _h_started, "joined": _h_joined, "married": _h_married, "engaged": _h_engaged,
-    "graduated": _h_graduated, "speak": _h_speak, "play": _h_play, "study": _h_study,
+VERB_HANDLERS: dict[str, Callable[[Ctx, str, str, str | None, bool], None]] = {
+    "moved": _h_moved, "move_future": _h_move_future, "moved_from": _h_moved_from, "diet": _h_diet,
+    "diet_start": _h_diet_start, "work_at": _h_work_at, "work_as": _h_work_as, "like": _h_like, "hate": _h_hate,
+    "plan": _h_plan, "decide": _h_decide, "have": _h_have, "acquire": _h_acquire, "lose": _h_lose,
+    "visited": _h_visited, "went_to": _h_went_to, "attended": _h_attended, "completed": _h_completed,
+    "did": _h_did, "started": _h_started, "joined": _h_joined, "speak": _h_speak, "play": _h_play,
+    "study": _h_study,
 }
