@@ -168,12 +168,12 @@ def parse_time(value: str | int | float | None, *, field: str = "time") -> int |
             dt = dt.replace(tzinfo=timezone.utc)
         ms = (dt - _EPOCH) // timedelta(milliseconds=1)  # exact, unlike timestamp() * 1000
     # a time iso() cannot print would break every later read of what it is stored with
-    if not _MIN_MS <= ms <= _MAX_MS:
+    if not MIN_MS <= ms <= MAX_MS:
         raise InvalidInput(f"{field} {value!r} is out of range",
                            hint="give a date from year 1 to 9999, e.g. 2024-05-01")
     return ms
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MIN_MS = -62_135_596_800_000  # 0001-01-01T00:00:00Z
-_MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+MIN_MS = -62_135_596_800_000  # 0001-01-01T00:00:00Z
+MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z

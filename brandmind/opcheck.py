@@ -1,7 +1,8 @@
-"""One check per op kind: what a payload must hold before it may enter the op log.
+"""The ``check`` hook of each op kind (brandmind/ops.py): what a payload must hold before it
+may enter the op log; and the screen and quarantine of ops that fail it.
 
 Every op is checked here whatever made it: a local write (``LogTxn.append``), an import
-(``exchange._import_batch``, which names the line), an op pulled from another replica
+(``exchange.import_lines``, which names the line), an op pulled from another replica
 (``replication.receive_batch`` via :func:`screen`) and, for logs written before these
 checks existed, the apply step (``projection.apply_sql_side``), which quarantines an op
 that fails them instead of applying it.
@@ -24,15 +25,16 @@ import re
 from typing import Any, Callable
 
 from . import validate
-from .clock import _MAX_MS, _MIN_MS
+from .clock import MAX_MS, MIN_MS, hlc_key
 from .errors import InvalidInput
 from .merge import decode_state_vector
+from .ops import REFUSED, Kind, provide, rule
+from .storage import quarantine as q
 from .storage.blocks import FIELDS, MAX_LIMIT, SCOPES, validate_handle, validate_label
 
 # memory, bead, node, edge and block ids: letters, digits and a few separators, never a path
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 _B64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
-REFUSED = "refused"  # the payload key of a pulled op that failed its check
 
 Check = Callable[[dict], None]
 
@@ -74,7 +76,7 @@ def _string(value: Any, what: str, *, empty: bool = False) -> str:
 
 
 def _time(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not _MIN_MS <= value <= _MAX_MS:
+    if isinstance(value, bool) or not isinstance(value, int) or not MIN_MS <= value <= MAX_MS:
         raise _bad(f"{what} must be a time in epoch milliseconds (years 1-9999), got {value!r}")
     return value
 
@@ -128,7 +130,7 @@ def _name(value: Any, what: str) -> str:
 
 def _redacted_ok(p: dict) -> bool:
     """A payload redacted by a forget (``{"id": ..., "redacted": true}`` and the like:
-    memory.py ``_redacted``): only its keys are checked."""
+    the ``redact`` hooks of brandmind/ops.py): only its keys are checked."""
     if "redacted" not in p:
         return False
     if p["redacted"] is not True:
@@ -145,7 +147,7 @@ def _redacted_ok(p: dict) -> bool:
 # The two kinds a pull or an ingest carries by the thousand check each field with an inline
 # test first; only a value that fails it goes to the helper, which raises the error.
 _id_ok = _ID.match
-_name_ok = validate._NAME.match
+_name_ok = validate.NAME.match
 _TIMES = ("valid_from", "valid_to", "recorded_at", "updated")
 _SPO = ("subject", "predicate", "object")
 
@@ -167,7 +169,7 @@ def _is_name(v: Any) -> bool:
 
 
 def _is_time(v: Any) -> bool:
-    return type(v) is int and _MIN_MS <= v <= _MAX_MS
+    return type(v) is int and MIN_MS <= v <= MAX_MS
 
 
 def _is_share(v: Any) -> bool:
@@ -398,90 +400,81 @@ def block_update(p: dict) -> None:
 
 
 def skill_add(p: dict) -> None:
-    from . import skills
-
-    skills.check_name(_need(p, "name"))
-    skills._text(_need(p, "description"), "description", skills.MAX_DESCRIPTION)
-    skills.check_schema(p.get("input_schema"))
-    skills.check_examples(_list(p.get("examples", []), "examples"))
-    skills.check_tags(_list(p.get("tags", []), "tags", _string))
+    validate.skill_name(_need(p, "name"))
+    validate.skill_text(_need(p, "description"), "description", validate.SKILL_MAX_DESCRIPTION)
+    validate.skill_schema(p.get("input_schema"))
+    validate.skill_examples(_list(p.get("examples", []), "examples"))
+    validate.skill_tags(_list(p.get("tags", []), "tags", _string))
     version = _need(p, "version")
-    if not isinstance(version, str) or skills.check_version(version) != version:
+    if not isinstance(version, str) or validate.skill_version(version) != version:
         raise _bad(f"invalid skill version {version!r}", hint="e.g. 1.0.0")
-    skills._text(p.get("body", ""), "body", skills.MAX_BODY, empty=True)
+    validate.skill_text(p.get("body", ""), "body", validate.SKILL_MAX_BODY, empty=True)
     _opt(p, "source", _string, "source", empty=True)
-    skills.check_meta(p.get("meta"))
+    validate.skill_meta(p.get("meta"))
     json_value(p.get("meta"), "meta")
     json_value(p.get("input_schema"), "input_schema")
     _time(_need(p, "ts"), "ts")
 
 
 def skill_remove(p: dict) -> None:
-    from . import skills
-
-    skills.check_name(_need(p, "name"))
+    validate.skill_name(_need(p, "name"))
     _opt(p, "ts", _time, "ts")
 
 
 def persona_define(p: dict) -> None:
-    from . import personas
-
-    personas.check_handle(_need(p, "handle"))
-    personas.normalize({k: p.get(k) for k in personas.FIELDS})
+    validate.persona_handle(_need(p, "handle"))
+    validate.persona({k: p.get(k) for k in validate.PERSONA_FIELDS})
     _opt(p, "source", _string, "source")
     _opt(p, "ts", _time, "ts")
     _opt(p, "created_at", _time, "created_at")
 
 
-def _persona_user(p: dict) -> None:
-    from .personas import check_handle
-
+def persona_unassign(p: dict) -> None:
     _name(_need(p, "user"), "user")
-    check_handle(_need(p, "handle"))
+    validate.persona_handle(_need(p, "handle"))
 
 
 def persona_assign(p: dict) -> None:
-    _persona_user(p)
+    persona_unassign(p)
     _number(_need(p, "confidence"), "confidence", 0.0, 1.0)
     _time(_need(p, "discovered_at"), "discovered_at")
     _time(_need(p, "last_confirmed"), "last_confirmed")
 
 
 def persona_doc(p: dict) -> None:
-    from .personas import check_doc
-
     agent = _name(_need(p, "agent"), "agent")
-    doc = check_doc(_need(p, "doc"), agent=agent)
+    doc = validate.persona_doc(_need(p, "doc"), agent=agent)
     if doc["version"] is None:
         raise _bad("a persona document needs a version")
     json_value(p["doc"], "doc")
     _opt(p, "ts", _time, "ts")
 
 
-CHECKS: dict[str, Check] = {
-    "memory.add": memory_add,
-    "memory.forget": memory_forget,
-    "memory.retire": memory_retire,
-    "memory.confirm": memory_confirm,
-    "memory.merge": memory_merge,
-    "user.forget": user_forget,
-    "bead.add": bead_add,
-    "bead.forget": bead_forget,
-    "kg.node": kg_node,
-    "kg.edge": kg_edge,
-    "kg.edge.retire": kg_edge_retire,
-    "kg.mention": kg_mention,
-    "kg.node.remove": kg_node_remove,
-    "kg.node.merge": kg_node_merge,
-    "block.define": block_define,
-    "block.update": block_update,
-    "skill.add": skill_add,
-    "skill.remove": skill_remove,
-    "persona.define": persona_define,
-    "persona.assign": persona_assign,
-    "persona.unassign": _persona_user,
-    "persona.doc": persona_doc,
+CHECKS: dict[Kind, Check] = {
+    Kind.MEMORY_ADD: memory_add,
+    Kind.MEMORY_FORGET: memory_forget,
+    Kind.MEMORY_RETIRE: memory_retire,
+    Kind.MEMORY_CONFIRM: memory_confirm,
+    Kind.MEMORY_MERGE: memory_merge,
+    Kind.USER_FORGET: user_forget,
+    Kind.BEAD_ADD: bead_add,
+    Kind.BEAD_FORGET: bead_forget,
+    Kind.KG_NODE: kg_node,
+    Kind.KG_EDGE: kg_edge,
+    Kind.KG_EDGE_RETIRE: kg_edge_retire,
+    Kind.KG_MENTION: kg_mention,
+    Kind.KG_NODE_REMOVE: kg_node_remove,
+    Kind.KG_NODE_MERGE: kg_node_merge,
+    Kind.BLOCK_DEFINE: block_define,
+    Kind.BLOCK_UPDATE: block_update,
+    Kind.SKILL_ADD: skill_add,
+    Kind.SKILL_REMOVE: skill_remove,
+    Kind.PERSONA_DEFINE: persona_define,
+    Kind.PERSONA_ASSIGN: persona_assign,
+    Kind.PERSONA_UNASSIGN: persona_unassign,
+    Kind.PERSONA_DOC: persona_doc,
 }
+provide("check", CHECKS)
 
 
 def failure(kind: str, payload: Any) -> InvalidInput | None:
@@ -489,7 +482,8 @@ def failure(kind: str, payload: Any) -> InvalidInput | None:
     payload of ``kind``, or None when it is valid (or ``kind`` is not known here)."""
     if not isinstance(payload, dict):
         return _bad(f"the payload must be a JSON object, got {type(payload).__name__}")
-    checker = CHECKS.get(kind)
+    r = rule(kind)
+    checker = r.check if r is not None else None
     if checker is None:
         return None
     try:
@@ -536,19 +530,16 @@ def screen(op: Any) -> Any:
     return {**op, "payload": {REFUSED: why[:500]}}
 
 
-# -- the quarantine (SQLite table ``quarantine``, migration 0012) ------------------------------------
+# -- the quarantine (SQLite table ``quarantine``, migration 0012; brandmind/storage/quarantine.py) -----
 def quarantine(sql: Any, op: dict, error: str) -> None:
     """Record that ``op`` is not applied, and why (the caller counts it as applied)."""
-    from .projection import hlc_key
-
     try:
         hk = hlc_key(op["hlc"])
     except (KeyError, TypeError, ValueError, IndexError):
         hk = None
-    sql.conn.execute("INSERT OR REPLACE INTO quarantine VALUES(?,?,?,?)",
-                     (str(op.get("id")), str(op.get("kind")), hk, error[:500]))
+    q.put(sql, str(op.get("id")), str(op.get("kind")), hk, error[:500])
 
 
 def quarantined(sql: Any) -> list[dict]:
     """The ops set aside, oldest HLC first: {op_id, kind, hlc, error}."""
-    return list(sql.rows("SELECT op_id, kind, hlc, error FROM quarantine ORDER BY hlc, op_id"))
+    return q.rows(sql)

@@ -8,7 +8,7 @@ from typing import Any
 from .errors import InvalidInput
 
 MEMORY_TYPES = ("fact", "preference", "decision", "insight", "question", "concept", "episode")
-_NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
+NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
 
 
 def utf8(value: str | bytes, *, what: str = "text",
@@ -46,7 +46,7 @@ def text(value: Any, *, what: str = "text", limit: int | None = None) -> str:
 
 
 def name(value: Any, *, what: str) -> str:
-    if not isinstance(value, str) or not _NAME.match(value) or value != value.strip():
+    if not isinstance(value, str) or not NAME.match(value) or value != value.strip():
         raise InvalidInput(f"invalid {what} {value!r}",
                            hint=f"a {what} is 1-128 printable characters without surrounding spaces")
     return value
