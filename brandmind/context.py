@@ -8,7 +8,10 @@ a token budget.  Four sections, in this order, which is also their priority:
               such users; never anyone's PII, see brandmind/pii.py);
 ``memories``  the memories ``Memory.recall`` finds for the query (agent and global
               scopes as recall merges them; retired facts never appear), each with its date;
-``recent``    the last ``recent`` beads of the user's thread, oldest first.
+``recent``    the last ``recent`` beads of the user's thread, oldest first (brandmind/beads.py).
+
+Building the block only reads: it never refreshes the workspace (``bm context`` runs that
+refresh before it reads, see brandmind/workspace.py).
 
 Choosing what fits
 ------------------
@@ -73,9 +76,9 @@ then applies to that JSON string.
 
 Blocks
 ------
-Core blocks come from ``brandmind.blocks.core_blocks(mem, user=, agent=)`` (the
+Core blocks come from ``Blocks(store).core(user=, agent=)`` (brandmind/blocks.py: the
 user's own blocks, then the agent's blocks for that user), shared ones from
-``brandmind.blocks.shared_blocks(mem, user=)``: only the persona blocks of personas
+``Blocks(store).shared(user=)``: only the persona blocks of personas
 that user holds, so another user's private block can never reach this context.
 Blocks are read at call time, so an edit shows in the next context.  The budget is a
 hard limit even for core blocks: a core block too large for it is left out and
@@ -87,11 +90,18 @@ import json
 import math
 import operator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
+from .beads import beads_before, beads_tail
+from .blocks import Blocks
 from .clock import parse_time
 from .errors import UsageError
 from .tokens import TokenCounter, get_counter
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .store import Store
+
+Recall = Callable[..., list]  # recall(query, k=, user=, agent=, now=, as_of=) -> memories, best first
 
 SECTIONS = ("core", "shared", "memories", "recent")
 HEADERS = {"core": "## Core memory", "shared": "## Shared experience (persona)",
@@ -133,12 +143,46 @@ def check_budget(budget: Any) -> int:
     return value
 
 
-def build_context(mem: Any, query: str | bytes, *, budget: int = 2000, user: str | None = None,
-                  agent: str | None = None, now: str | int | None = None,
+def build_context(store: "Store", query: str | bytes, *, recall: Recall, budget: int = 2000,
+                  user: str | None = None, agent: str | None = None, now: str | int | None = None,
                   as_of: str | int | None = None, format: str = "text", recent: int = 20,
                   margin: float = 0.0, thread: str | None = None,
                   counter: TokenCounter | None = None) -> dict:
-    """See ``Memory.context`` and the module docstring."""
+    """See ``Memory.context`` and the module docstring.  ``recall(query, k=, user=, agent=,
+    now=, as_of=)`` finds the memories (``Memory.recall``)."""
+    budget, recent_n, margin_f = _check_args(budget, format, recent, margin)
+    now_ms = parse_time(now, field="now")
+    as_of_ms = parse_time(as_of, field="as_of")
+    limit = math.floor(budget * (1.0 - margin_f))
+    counter = counter or get_counter()
+    user_name = store.user(user)
+
+    items: list[_Item] = _block_items(store, user_name, agent)
+    memories = recall(query, k=RECALL_K, user=user_name, agent=agent, now=now, as_of=as_of)
+    cutoff = min((t for t in (now_ms, as_of_ms) if t is not None), default=None)
+    bead_items = _bead_items(beads_before(store, user_name, recent_n, cutoff, thread))
+    items += _memory_items(memories, bead_items)
+    items += bead_items
+
+    header_cost = _measure(items, format, counter)
+    chosen, truncated = _choose(items, header_cost, limit, counter, format, _top_memories(store))
+    rank = {id(it): i for i, it in enumerate(items)}
+    text, tokens = _fit(chosen, format, counter, limit, rank)
+
+    kept = {id(it) for it in chosen}
+    sections: dict[str, list] = {s: [] for s in SECTIONS}
+    for it in _in_output_order(chosen):
+        sections[it.section].append(it.obj)
+    dropped: dict[str, list] = {s: [it.key for it in items if it.section == s and id(it) not in kept]
+                                for s in SECTIONS}
+    dropped["duplicates"] = [d for it in items for d in it.dups]
+    return {"text": text, "tokens": tokens, "budget": budget, "margin": margin_f, "limit": limit,
+            "format": format, "tokenizer": counter.name, "sections": sections, "dropped": dropped,
+            "truncated": [k for k in truncated if any(it.key == k for it in chosen)]}
+
+
+def _check_args(budget: Any, format: str, recent: Any, margin: Any) -> tuple[int, int, float]:
+    """The budget, recent count and margin, checked (UsageError, exit 2, otherwise)."""
     budget = check_budget(budget)
     if format not in FORMATS:
         raise UsageError(f"format must be text or json, got {format!r}", hint="use format='text' or 'json'")
@@ -156,22 +200,12 @@ def build_context(mem: Any, query: str | bytes, *, budget: int = 2000, user: str
     if not 0.0 <= margin_f < 1.0:
         raise UsageError(f"margin must be a fraction from 0 to below 1, got {margin!r}",
                          hint="e.g. --margin 0.15 keeps 15% of the budget free for another tokenizer")
-    now_ms = parse_time(now, field="now")
-    as_of_ms = parse_time(as_of, field="as_of")
-    limit = math.floor(budget * (1.0 - margin_f))
-    counter = counter or get_counter()
-    user_name = mem.store.user(user)
+    return budget, recent_n, margin_f
 
-    items: list[_Item] = []
-    items += _block_items(mem, user_name, agent)
-    memories = _recall(mem, query, user_name, agent, now, as_of)
-    cutoff = min((t for t in (now_ms, as_of_ms) if t is not None), default=None)
-    beads = _recent_beads(mem, user_name, recent_n, cutoff, thread)
-    bead_items = _bead_items(beads)
-    items += _memory_items(memories, bead_items)
-    items += bead_items
 
-    render = _render_text if format == "text" else _render_json
+def _measure(items: list[_Item], format: str, counter: TokenCounter) -> dict[str, int]:
+    """Render every candidate (``line``) and count its tokens; returns each section
+    header's cost."""
     for it in items:
         it.line = _text_line(it) if format == "text" else json.dumps(it.obj, ensure_ascii=False,
                                                                      separators=(",", ":"))
@@ -183,25 +217,29 @@ def build_context(mem: Any, query: str | bytes, *, budget: int = 2000, user: str
     header_cost = dict(zip(SECTIONS, counts[len(items):]))
     if format == "json":  # the braces and the comma between sections
         header_cost = {s: n + 1 for s, n in header_cost.items()}
+    return header_cost
 
+
+def _fill(order: list[_Item], header_cost: dict[str, int], limit: int) -> list[_Item]:
+    """The candidates of ``order`` taken greedily while they (and their section's header,
+    for the first of a section) fit in ``limit`` tokens."""
+    picked: list[_Item] = []
+    used, opened = 0, set()
+    for it in order:
+        cost = it.tokens + (0 if it.section in opened else header_cost[it.section])
+        if used + cost <= limit:
+            picked.append(it)
+            used += cost
+            opened.add(it.section)
+    return picked
+
+
+def _choose(items: list[_Item], header_cost: dict[str, int], limit: int, counter: TokenCounter,
+            format: str, top: int) -> tuple[list[_Item], list[str]]:
+    """The candidates that go in, and the keys of those cut to fit (see the module docstring)."""
     rank = {id(it): i for i, it in enumerate(items)}
-
-    def fill(order: list[_Item]) -> list[_Item]:
-        picked: list[_Item] = []
-        used, opened = 0, set()
-        for it in order:
-            cost = it.tokens + (0 if it.section in opened else header_cost[it.section])
-            if used + cost <= limit:
-                picked.append(it)
-                used += cost
-                opened.add(it.section)
-        return picked
-
-    # greedy by value per token; greedy by value alone guards against its known failure
-    # (many short, weak items crowding out one long, strong one): the better total wins
     # priority: core, shared, recall's top memories (as many as a default recall returns), the
     # recent conversation, then further memories in whatever room is left
-    top = _top_memories(mem)
     tier = {id(it): SECTIONS.index(it.section) + (2 if it.section == "memories" and it.order >= top else 0)
             for it in items}
     # the first candidate by priority never goes missing for being too long: cut to fit
@@ -210,11 +248,20 @@ def build_context(mem: Any, query: str | bytes, *, budget: int = 2000, user: str
     if lead is not None and lead.tokens + header_cost[lead.section] > limit:
         if _truncate(lead, limit - header_cost[lead.section], counter, format):
             truncated.append(lead.key)
-    chosen = fill(sorted(items, key=lambda it: (tier[id(it)], -it.density, rank[id(it)])))
-    by_value = fill(sorted(items, key=lambda it: (tier[id(it)], -it.value, rank[id(it)])))
+    # greedy by value per token; greedy by value alone guards against its known failure
+    # (many short, weak items crowding out one long, strong one): the better total wins
+    chosen = _fill(sorted(items, key=lambda it: (tier[id(it)], -it.density, rank[id(it)])), header_cost, limit)
+    by_value = _fill(sorted(items, key=lambda it: (tier[id(it)], -it.value, rank[id(it)])), header_cost, limit)
     if sum(it.value for it in by_value) > sum(it.value for it in chosen):
         chosen = by_value
+    return chosen, truncated
 
+
+def _fit(chosen: list[_Item], format: str, counter: TokenCounter, limit: int,
+         rank: dict[int, int]) -> tuple[str, int]:
+    """The chosen candidates serialised, and the exact token count of that string; the
+    candidate of lowest value per token is removed (from ``chosen``) while it is over."""
+    render = _render_text if format == "text" else _render_json
     text = render(chosen)
     tokens = counter.count(text) if text else 0
     while tokens > limit and chosen:  # never with additive counters; a guarantee, not an estimate
@@ -222,17 +269,7 @@ def build_context(mem: Any, query: str | bytes, *, budget: int = 2000, user: str
         chosen.remove(worst)
         text = render(chosen)
         tokens = counter.count(text) if text else 0
-
-    kept = {id(it) for it in chosen}
-    sections: dict[str, list] = {s: [] for s in SECTIONS}
-    for it in _in_output_order(chosen):
-        sections[it.section].append(it.obj)
-    dropped: dict[str, list] = {s: [it.key for it in items if it.section == s and id(it) not in kept]
-                                for s in SECTIONS}
-    dropped["duplicates"] = [d for it in items for d in it.dups]
-    return {"text": text, "tokens": tokens, "budget": budget, "margin": margin_f, "limit": limit,
-            "format": format, "tokenizer": counter.name, "sections": sections, "dropped": dropped,
-            "truncated": [k for k in truncated if any(it.key == k for it in chosen)]}
+    return text, tokens
 
 
 def _truncate(it: _Item, room: int, counter: TokenCounter, format: str) -> bool:
@@ -264,16 +301,14 @@ def _truncate(it: _Item, room: int, counter: TokenCounter, format: str) -> bool:
     return True
 
 
-def _top_memories(mem: Any) -> int:
-    return mem.config.recall_agent_k + mem.config.recall_global_k
+def _top_memories(store: "Store") -> int:
+    return store.config.recall_agent_k + store.config.recall_global_k
 
 
 # -- candidates ---------------------------------------------------------------------
-def _block_items(mem: Any, user: str, agent: str | None) -> list[_Item]:
+def _block_items(store: "Store", user: str, agent: str | None) -> list[_Item]:
     """The user's and agent's core blocks, then the shared blocks of the user's personas."""
-    from .blocks import Blocks
-
-    api = Blocks(mem.store)
+    api = Blocks(store)
     out = []
     for section, blocks in (("core", api.core(user=user, agent=agent)),
                             ("shared", api.shared(user=user))):
@@ -284,12 +319,6 @@ def _block_items(mem: Any, user: str, agent: str | None) -> list[_Item]:
             obj = {"label": block["label"], "text": value}
             out.append(_Item(section, f"{section}:{block['label']}", i, CORE_VALUE, obj))
     return out
-
-
-def _recall(mem: Any, query: str | bytes, user: str, agent: str | None,
-            now: str | int | None, as_of: str | int | None) -> list[dict]:
-    """``mem.recall`` with a generous k (it returns only what is true now, or ``as_of``)."""
-    return mem.recall(query, k=RECALL_K, user=user, agent=agent, now=now, as_of=as_of)
 
 
 def _memory_items(memories: list[dict], beads: list[_Item]) -> list[_Item]:
@@ -332,31 +361,6 @@ def _source_bead(m: dict, by_bead: dict, bead_texts: dict) -> _Item | None:
 def _bead_as_turn_text(obj: dict) -> str:
     """How ingest words a bead's raw-turn memory: ``speaker: content``."""
     return f"{obj['speaker']}: {obj['text']}" if obj.get("speaker") else obj["text"]
-
-
-def _recent_beads(mem: Any, user: str, n: int, cutoff: int | None, thread: str | None) -> list[dict]:
-    """The last ``n`` beads of ``user`` (in ``thread`` if given) stamped at or before
-    ``cutoff`` (epoch ms; None: no limit), oldest first."""
-    if n == 0:
-        return []
-    if cutoff is None:
-        return mem.beads_tail(n, user=user, thread=thread)
-    beads: list[dict] = []
-    prefix = user.encode() + b"\0"
-    start = prefix + (max(0, cutoff) + 1).to_bytes(8, "big")
-    log = mem.log
-    with log.read() as txn:
-        cur = txn.cursor(db=log.db["bead_time"])
-        ok = cur.prev() if cur.set_range(start) else cur.last()
-        while ok and cur.key().startswith(prefix) and len(beads) < n:
-            bead_id = cur.key().rsplit(b"\0", 1)[1].decode()
-            raw = txn.get(bead_id.encode(), db=log.db["beads"])
-            if raw:
-                bead = json.loads(raw)
-                if thread is None or bead.get("thread") == thread:
-                    beads.append(bead)
-            ok = cur.prev()
-    return [mem._bead_out(b) for b in reversed(beads)]
 
 
 def _bead_items(beads: list[dict]) -> list[_Item]:
@@ -425,11 +429,11 @@ def _render_json(chosen: list[_Item]) -> str:
     return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
 
 
-def full_history_tokens(mem: Any, *, user: str | None = None, counter: TokenCounter | None = None) -> int:
+def full_history_tokens(store: "Store", *, user: str | None = None, counter: TokenCounter | None = None) -> int:
     """Tokens of the user's whole thread rendered as the recent section would render it
     (what sending the full history would cost), for comparisons."""
     counter = counter or get_counter()
-    beads = mem.beads_tail(len(mem.log.bead_ids(mem.store.user(user), None)) or 0, user=user)
+    beads = beads_tail(store, len(store.log.bead_ids(store.user(user), None)) or 0, user=user)
     items = _bead_items(beads)
     for it in items:
         it.line = _text_line(it)

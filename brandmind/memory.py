@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from . import graph, validate
+from . import beads, graph, validate
 from .admin import Admin
 from .blocks import Blocks
 from .clock import iso, new_id, now_millis, parse_time
@@ -319,7 +319,7 @@ class Memory:
         """
         from .context import build_context
 
-        return build_context(self, query, budget=budget, user=user, agent=agent, now=now,
+        return build_context(self.store, query, recall=self.recall, budget=budget, user=user, agent=agent, now=now,
                              as_of=as_of, format=format, recent=recent, margin=margin, thread=thread)
 
     def consolidate(self, *, user: str | None = None, threshold: float = 0.92, dry_run: bool = False,
@@ -493,74 +493,22 @@ class Memory:
                     break
         return out
 
-    # -- beads ------------------------------------------------------------------
-    def _bead_payload(self, content: str, *, user: str, role: str, speaker: str | None,
-                      ts: int | None, thread: str | None, source: str, turn_id: str | None,
-                      importance: float, spans: list | None, meta: dict | None,
-                      key: str | None = None, bead_id: str | None = None) -> dict:
-        ts = ts if ts is not None else now_millis()
-        data = content.encode("utf-8")
-        bead = {"id": bead_id or new_id("b", ts), "ts": ts, "user": user, "role": role,
-                "speaker": speaker, "thread": thread or "main", "source": source,
-                "turn_id": turn_id, "importance": importance, "spans": spans or [],
-                "meta": meta or {}, "size": len(data)}
-        if len(data) > self.config.blob_threshold:
-            bead["blob"] = self.blobs.put(data)
-        else:
-            bead["content"] = content
-        if key:
-            bead["key"] = key
-        return bead
-
+    # -- beads (brandmind/beads.py) ------------------------------------------------
     def add_bead(self, content: str | bytes, *, role: str = "user", speaker: str | None = None,
                  user: str | None = None, thread: str | None = None, source: str = "cli",
                  turn_id: str | None = None, importance: float = 0.5, spans: list | None = None,
                  meta: dict | None = None, ts: str | int | None = None) -> dict:
-        content = validate.text(content, what="content")
-        bead = self._bead_payload(
-            content, user=self.store.user(user), role=validate.name(role, what="role"),
-            speaker=validate.name(speaker, what="speaker") if speaker else None,
-            ts=parse_time(ts, field="ts"), thread=validate.name(thread, what="thread") if thread else None,
-            source=source, turn_id=turn_id, importance=validate.importance(importance),
-            spans=spans, meta=validate.meta(meta))
-        with self.log.write() as t:
-            op = t.append("bead.add", {"bead": bead})
-            apply_log_side(t, op)
-        return self._bead_out(bead)
+        """Store one turn as a bead; returns it."""
+        return beads.add_bead(self.store, content, role=role, speaker=speaker, user=user, thread=thread,
+                              source=source, turn_id=turn_id, importance=importance, spans=spans,
+                              meta=meta, ts=ts)
 
     def get_bead(self, bead_id: str) -> dict:
-        bead = self.log.get_bead(bead_id)
-        if bead is None:
-            raise NotFound(f"no bead {bead_id!r}", hint="list beads with `bm beads tail`")
-        return self._bead_out(bead)
-
-    def _bead_out(self, bead: dict) -> dict:
-        out = dict(bead)
-        if "blob" in out:
-            out["content"] = self.blobs.get(out["blob"]).decode("utf-8")
-        out.pop("key", None)
-        out["ts"] = iso(out["ts"])
-        return out
+        return beads.get_bead(self.store, bead_id)
 
     def beads_tail(self, n: int = 20, *, user: str | None = None, thread: str | None = None) -> list[dict]:
         """The last n beads of the user's thread, oldest first (the short-term window)."""
-        user = self.store.user(user)
-        if int(n) < 0:
-            raise UsageError(f"n must be 0 or more, got {n}", hint="e.g. bm beads tail -n 20")
-        if int(n) == 0:
-            return []
-        if thread is None:
-            ids = self.log.bead_ids(user, n)
-            beads = [self.log.get_bead(i) for i in ids]
-        else:
-            beads = []
-            for i in self.log.bead_ids(user, None):
-                b = self.log.get_bead(i)
-                if b and b.get("thread") == thread:
-                    beads.append(b)
-                    if len(beads) >= n:
-                        break
-        return [self._bead_out(b) for b in reversed(beads) if b]
+        return beads.beads_tail(self.store, n, user=user, thread=thread)
 
     # -- ingest -------------------------------------------------------------------
     def ingest(self, lines: Iterable[str | bytes | dict], *, user: str | None = None,
@@ -650,8 +598,8 @@ class Memory:
                         report["_beads"].append(t.bead_for_key(key))
                     continue
                 ts = msg["ts"] if msg["ts"] is not None else now
-                bead = self._bead_payload(
-                    msg["content"], user=user, role=msg["role"], speaker=msg["speaker"], ts=ts,
+                bead = beads.bead_payload(
+                    self.store, msg["content"], user=user, role=msg["role"], speaker=msg["speaker"], ts=ts,
                     thread=msg["thread"], source="ingest", turn_id=msg["id"], importance=0.5,
                     spans=None, meta=msg["meta"], key=key)
                 op = t.append("bead.add", {"bead": bead})

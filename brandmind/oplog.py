@@ -361,6 +361,32 @@ class OpLog:
             raw = txn.get(replica.encode() + b"\0" + _u64(seq), db=self.db["ops"])
         return loads(raw) if raw else None
 
+    # -- beads by time, ingest's dedup keys (brandmind/beads.py, brandmind/extract/run.py) ------
+    def beads_before(self, user: str, cutoff: int, n: int, thread: str | None = None) -> list[dict]:
+        """The last ``n`` beads of ``user`` (in ``thread`` if given) stamped at or before
+        ``cutoff`` (epoch ms), newest first."""
+        beads: list[dict] = []
+        prefix = user.encode() + b"\0"
+        with self.read() as txn:
+            cur = txn.cursor(db=self.db["bead_time"])
+            ok = cur.prev() if cur.set_range(prefix + _u64(max(0, cutoff) + 1)) else cur.last()
+            while ok and cur.key().startswith(prefix) and len(beads) < n:
+                raw = txn.get(cur.key().rsplit(b"\0", 1)[1], db=self.db["beads"])
+                if raw:
+                    bead = loads(raw)
+                    if thread is None or bead.get("thread") == thread:
+                        beads.append(bead)
+                ok = cur.prev()
+        return beads
+
+    @contextmanager
+    def bead_keys(self) -> Iterator[Any]:
+        """A reader of ingest's dedup keys (``bead_keys``: key -> bead id) over one read
+        snapshot: ``with log.bead_keys() as get: get(key)`` (``ingest.known_bead``)."""
+        with self.read() as txn:
+            db = self.db["bead_keys"]
+            yield lambda key: txn.get(key, db=db)
+
 
 class LogTxn:
     """One LMDB write transaction: append ops and write their LMDB projections."""

@@ -109,7 +109,7 @@ def test_the_regex_fallback_is_close_to_wordpiece_and_used_when_the_model_is_mis
 def test_the_budget_is_never_exceeded_for_any_budget(ann):
     counter = get_counter()
     with Memory() as mem:
-        full = full_history_tokens(mem, user="ann")
+        full = full_history_tokens(mem.store, user="ann")
 
         @settings(max_examples=60, deadline=None, database=None, derandomize=True,
                   suppress_health_check=list(HealthCheck))
@@ -312,7 +312,7 @@ def test_context_fits_the_budget_and_costs_far_less_than_the_full_history(ann, c
     against sending the whole history (every turn rendered the same way)."""
     counter = get_counter()
     with Memory() as mem:
-        full = full_history_tokens(mem, user="ann")
+        full = full_history_tokens(mem.store, user="ann")
         res = mem.context(QUESTION, budget=500, user="ann")
     check_result(res, 500, counter)
     assert 400 <= res["tokens"] <= 500          # the budget is used, not wasted
