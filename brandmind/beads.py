@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from . import clock, validate
 from .clock import iso, new_id, parse_time
 from .errors import NotFound, UsageError
-from .projection import apply_log_side
 from .ops import Kind
+from .projection import apply_log_side
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import Store

@@ -15,6 +15,7 @@ import json
 from typing import TYPE_CHECKING, Iterable
 
 from .clock import now_millis
+from .ops import Kind
 from .projection import apply_log_side, hlc_key
 from .replication import forget_bead_in_log, forget_memory_in_log, forget_nodes_in_log, forget_user_in_log
 from .storage import forget as q
@@ -45,7 +46,7 @@ def forget_ids(store: "Store", ids: Iterable[str], bead_ids: Iterable[str] = ())
     nodes = q.nodes_named_by(store.sql, ids)
     with store.write() as t:
         for memory_id in ids:
-            op = t.append("memory.forget", {"id": memory_id})
+            op = t.append(Kind.MEMORY_FORGET, {"id": memory_id})
             # the text does not linger in the log; a copy of the add arriving later is redacted
             row = rows.get(memory_id)
             forget_memory_in_log(t, memory_id, hlc_key(op["hlc"]), row["op_id"] if row else None)
@@ -53,7 +54,7 @@ def forget_ids(store: "Store", ids: Iterable[str], bead_ids: Iterable[str] = ())
                 t.drop_vectors(row["text"])
         for bead_id in beads:
             bead = t.get_bead(bead_id)  # its user tells a mirror remote where the turn is
-            op = t.append("bead.forget", {"id": bead_id, **({"user": bead["user"]} if bead else {})})
+            op = t.append(Kind.BEAD_FORGET, {"id": bead_id, **({"user": bead["user"]} if bead else {})})
             blob = forget_bead_in_log(t, bead_id, hlc_key(op["hlc"]))
             if blob:
                 t.dead_blobs.append(blob)
@@ -63,7 +64,7 @@ def forget_ids(store: "Store", ids: Iterable[str], bead_ids: Iterable[str] = ())
     if orphans:
         with store.write() as t:
             for node, owner in sorted(orphans.items()):
-                op = t.append("kg.node.remove", {"id": node, "user": owner, "ts": now_millis()})
+                op = t.append(Kind.KG_NODE_REMOVE, {"id": node, "user": owner, "ts": now_millis()})
                 forget_nodes_in_log(t, {node}, hlc_key(op["hlc"]))
         store.catch_up()
     store.sql.truncate_wal()  # the pages that held the text leave the WAL file too
@@ -74,7 +75,7 @@ def forget_user_ops(store: "Store", user: str) -> None:
     """Append and apply the ``user.forget`` of ``user``: memories, beads, graph nodes, core
     blocks go (their edits of shared persona blocks stay, without their name)."""
     with store.write() as t:
-        op = t.append("user.forget", {"user": user})
+        op = t.append(Kind.USER_FORGET, {"user": user})
         apply_log_side(t, op)
         # the user's words must not linger in the log: redact every earlier op carrying
         # their content (memories, beads, graph nodes and the edges and mentions of

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from .clock import new_id
 from .errors import InvalidInput
+from .ops import Kind
 from .storage import workspace as repo
 from .workspace_files import INDEXED, Backend, backend_for, indexed_type
 
@@ -292,10 +293,10 @@ def _commit(store: "Store", plan: _Plan) -> None:
     vecs = store.embed_docs(missing) if missing else []
     with store.write() as t:
         for mid, op_id in plan.forget:
-            t.append("memory.forget", {"id": mid})
+            t.append(Kind.MEMORY_FORGET, {"id": mid})
             t.redact(op_id, {"id": mid, "redacted": True})
         for payload in plan.adds:
-            t.append("memory.add", payload)
+            t.append(Kind.MEMORY_ADD, payload)
         for text, vec in zip(missing, vecs):
             t.cache_vector(model, text, vec.tobytes())
     store.catch_up()
