@@ -26,6 +26,7 @@ from .forgetting import forget_ids, forget_user_ops
 from .ingest import known_bead, message_key, read_messages
 from .oplog import BlobStore, OpLog
 from .opcheck import problem
+from .ops import Kind
 from .privacy import gather_private_terms
 from .projection import apply_log_side, apply_sql_side, hlc_key
 from .recall import Filters, Searcher, keyword_query
@@ -125,7 +126,7 @@ class Memory:
         payload["ts"] = parse_time(ts, field="ts") if ts is not None else now_millis()
         vec = self.store.embed_docs([text])[0]
         with self.log.write() as t:
-            t.append("memory.add", payload)
+            t.append(Kind.MEMORY_ADD, payload)
             t.cache_vector(self.sql.model, text, vec.tobytes())
         self.store.catch_up()
         if extract:
@@ -602,7 +603,7 @@ class Memory:
                     self.store, msg["content"], user=user, role=msg["role"], speaker=msg["speaker"], ts=ts,
                     thread=msg["thread"], source="ingest", turn_id=msg["id"], importance=0.5,
                     spans=None, meta=msg["meta"], key=key)
-                op = t.append("bead.add", {"bead": bead})
+                op = t.append(Kind.BEAD_ADD, {"bead": bead})
                 apply_log_side(t, op)
                 meta = {"kind": "turn", "role": msg["role"], "thread": bead["thread"],
                         "episode": self._episode(user, bead["thread"], ts, episodes)}
@@ -610,7 +611,7 @@ class Memory:
                     meta["speaker"] = msg["speaker"]
                 if len(msg["content"]) > limit:
                     meta["truncated"] = True
-                t.append("memory.add", {
+                t.append(Kind.MEMORY_ADD, {
                     "id": new_id("m", ts), "text": text, "type": "episode", "user": user,
                     "agent": None, "importance": 0.5, "ts": ts, "valid_from": None,
                     "valid_to": None, "source": "ingest", "meta": meta,
@@ -714,35 +715,35 @@ def _owned_by(op: dict, user: str, nodes: set[str] = frozenset()) -> bool:
     kind, p = op["kind"], op["payload"]
     if p.get("redacted") or "refused" in p:  # (refused: a pulled op that failed its check, opcheck.py)
         return False
-    if kind == "bead.add":
+    if kind == Kind.BEAD_ADD:
         return isinstance(p.get("bead"), dict) and p["bead"].get("user") == user
-    if kind in ("memory.add", "kg.node", "memory.retire", "memory.confirm", "memory.merge", "kg.node.remove",
-                "kg.node.merge"):
+    if kind in (Kind.MEMORY_ADD, Kind.KG_NODE, Kind.MEMORY_RETIRE, Kind.MEMORY_CONFIRM, Kind.MEMORY_MERGE, Kind.KG_NODE_REMOVE,
+                Kind.KG_NODE_MERGE):
         return p.get("user") == user
-    if kind == "kg.edge":
+    if kind == Kind.KG_EDGE:
         return p.get("user") == user or p.get("src") in nodes or p.get("dst") in nodes
-    if kind in ("block.define", "block.update"):
+    if kind in (Kind.BLOCK_DEFINE, Kind.BLOCK_UPDATE):
         return p.get("user") == user
-    if kind in ("persona.assign", "persona.unassign"):  # which personas the user held
+    if kind in (Kind.PERSONA_ASSIGN, Kind.PERSONA_UNASSIGN):  # which personas the user held
         return p.get("user") == user
-    return kind == "kg.mention" and p.get("node") in nodes
+    return kind == Kind.KG_MENTION and p.get("node") in nodes
 
 
 def _redacted(op: dict) -> dict:
     p = op["payload"]
-    if op["kind"] in ("persona.assign", "persona.unassign"):
+    if op["kind"] in (Kind.PERSONA_ASSIGN, Kind.PERSONA_UNASSIGN):
         return {"redacted": True}
-    if op["kind"] in ("block.define", "block.update"):
-        if op["kind"] == "block.update" and p.get("scope") == "persona":  # a shared-block edit stays,
+    if op["kind"] in (Kind.BLOCK_DEFINE, Kind.BLOCK_UPDATE):
+        if op["kind"] == Kind.BLOCK_UPDATE and p.get("scope") == "persona":  # a shared-block edit stays,
             return {**p, "user": None, "agent": None}  # without its writer's name (brandmind/blockrules.py)
         return {"id": p["id"], "redacted": True}  # their own blocks: nothing
-    if op["kind"] == "bead.add":
+    if op["kind"] == Kind.BEAD_ADD:
         return {"id": p["bead"]["id"], "redacted": True}
-    if op["kind"] == "kg.mention":
+    if op["kind"] == Kind.KG_MENTION:
         return {"node": p["node"], "memory": p["memory"], "redacted": True}
-    if op["kind"] == "memory.merge":
+    if op["kind"] == Kind.MEMORY_MERGE:
         return {"into": p["into"], "redacted": True}
-    if op["kind"] == "kg.node":  # the owner stays (named by the user.forget op anyway): a replica that
+    if op["kind"] == Kind.KG_NODE:  # the owner stays (named by the user.forget op anyway): a replica that
         return {"id": p["id"], "user": p.get("user"), "redacted": True}  # gets it late knows whose it was
     return {"id": p["id"], "redacted": True}
 
