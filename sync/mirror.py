@@ -89,6 +89,7 @@ from pathlib import Path
 from typing import Any, Iterable, Protocol
 
 from brandmind.errors import BMError
+from brandmind.ops import Kind
 
 from .remote import seq_of
 
@@ -186,8 +187,8 @@ class GraphSink(Protocol):
 _UPPER = re.compile(r"[^A-Z0-9]+")
 _PREDICATE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 SKIP_META_KINDS = ("turn", "file")      # raw turns (beads carry them) and workspace file chunks
-MEMORY_KINDS = ("memory.add", "memory.confirm", "memory.retire", "memory.forget")
-EDGE_KINDS = ("kg.edge", "kg.edge.retire")
+MEMORY_KINDS = (Kind.MEMORY_ADD, Kind.MEMORY_CONFIRM, Kind.MEMORY_RETIRE, Kind.MEMORY_FORGET)
+EDGE_KINDS = (Kind.KG_EDGE, Kind.KG_EDGE_RETIRE)
 
 
 def fact_name(predicate: str | None) -> str:
@@ -379,30 +380,30 @@ class MirrorRemote:
             kind, p = op["kind"], op.get("payload") or {}
             if kind in MEMORY_KINDS and p.get("id"):
                 memories.setdefault(p["id"], op["id"])
-                if kind == "memory.retire":
+                if kind == Kind.MEMORY_RETIRE:
                     retired_by_op.add(p["id"])
-            elif kind == "memory.merge":
+            elif kind == Kind.MEMORY_MERGE:
                 for memory_id in [p.get("into"), *(p.get("ids") or [])]:
                     if memory_id:
                         memories.setdefault(memory_id, op["id"])
                         retired_by_op.add(memory_id)
             elif kind in EDGE_KINDS and p.get("id"):
                 edges.setdefault(p["id"], op["id"])
-                if kind == "kg.edge.retire":
+                if kind == Kind.KG_EDGE_RETIRE:
                     retired_by_op.add(p["id"])
-            elif kind == "bead.add":
+            elif kind == Kind.BEAD_ADD:
                 bead_id = (p.get("bead") or {}).get("id") or p.get("id")
                 if bead_id:
                     beads.setdefault(bead_id, op["id"])
                     user = (p.get("bead") or {}).get("user")
                     if isinstance(user, str) and user:
                         bead_users.setdefault(bead_id, user)
-            elif kind == "bead.forget" and p.get("id"):
+            elif kind == Kind.BEAD_FORGET and p.get("id"):
                 if p["id"] not in forgotten_beads:
                     forgotten_beads.append(p["id"])
                 if isinstance(p.get("user"), str) and p["user"]:
                     bead_users[p["id"]] = p["user"]
-            elif kind == "user.forget" and p.get("user"):
+            elif kind == Kind.USER_FORGET and p.get("user"):
                 if p["user"] not in forgets:
                     forgets.append(p["user"])
         plan = MirrorPlan(forget_users=forgets)
@@ -610,7 +611,7 @@ class MirrorRemote:
                 mid = known or harvest_id(fact.uuid, created or _ms(fact.valid_at))
                 ended = bool(fact.invalid_at or fact.expired_at)
                 retired_at = _ms(fact.expired_at) or _ms(fact.invalid_at) or created or now_millis()
-                retire = ("memory.retire", {"id": mid, "user": user, "retired_at": retired_at,
+                retire = (Kind.MEMORY_RETIRE, {"id": mid, "user": user, "retired_at": retired_at,
                                             "valid_to": _ms(fact.invalid_at), "by": None,
                                             "reason": f"{self.kind}: invalidated"})
                 row = c.execute("SELECT retired_at FROM memories WHERE id=?", (mid,)).fetchone()
@@ -639,7 +640,7 @@ class MirrorRemote:
                 }
                 if structured:
                     payload.update({"subject": fact.source, "predicate": predicate, "object": fact.target})
-                ops.append(("memory.add", payload))
+                ops.append((Kind.MEMORY_ADD, payload))
                 texts.append(payload["text"])
                 new_map.append((mid, fact.uuid, user))
                 imported += 1

@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterable, Iterator
 from brandmind.clock import CLOCK_HINT, now_millis, span
 from brandmind.errors import BMError, ClockSkew, ConfigError, InvalidInput, SyncConflict
 from brandmind.oplog import dumps, loads
+from brandmind.ops import Kind
 from brandmind.replication import CLASH_HINT
 
 from .config import RemoteConfig
@@ -606,7 +607,7 @@ class S3Remote:
         out = []
         for op in ops:
             p = op.get("payload") or {}
-            if op.get("kind") == "bead.add" and not p.get("redacted"):
+            if op.get("kind") == Kind.BEAD_ADD and not p.get("redacted"):
                 digest = (p.get("bead") or {}).get("blob")
                 if digest:
                     out.append(digest)

@@ -39,6 +39,7 @@ from typing import Any
 
 from brandmind.errors import BMError, UsageError
 from brandmind.oplog import dumps, version_vector_in
+from brandmind.ops import Kind
 
 INDEX = "snapshots/index.json"
 PART_BYTES = 32 << 20
@@ -293,5 +294,5 @@ def _fetch_blobs(mem: Any, remote: Any) -> None:
             if b'"blob"' in raw:
                 bead = json.loads(raw)
                 if bead.get("blob"):
-                    beads.append({"kind": "bead.add", "payload": {"bead": bead}})
+                    beads.append({"kind": Kind.BEAD_ADD, "payload": {"bead": bead}})
     remote._pull_blobs(beads)
