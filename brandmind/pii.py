@@ -43,7 +43,7 @@ objects of their facts, their graph nodes) come from ``private_terms_from`` (pur
 ``brandmind.piiterms``, re-exported here); ``brandmind.privacy.gather_private_terms(store,
 user)`` reads its inputs from a store and caches them until the next op is applied.
 
-Speed: tens of thousands of sentences a second (tests/test_pii.py measures it).
+Speed: tens of thousands of sentences a second (`python scripts/bench_speed.py --only text` measures it).
 """
 from __future__ import annotations
 

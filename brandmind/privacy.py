@@ -12,6 +12,7 @@ import weakref
 from typing import Any
 
 from . import pii
+from .storage import privacy as q
 
 __all__ = ["gather_private_terms"]
 
@@ -27,22 +28,16 @@ def gather_private_terms(store: Any, user: str) -> pii.Terms:
     cached = _CACHE.get(sql)
     if cached is not None and cached[0] == stamp:
         return cached[1]
-    c = sql.conn
     human: str | None = None
     blocks: list[str] = []
-    for scope, label, value in c.execute(
-            "SELECT scope, label, value FROM blocks WHERE user_id = ? AND scope IN ('user', 'agent') "
-            "AND value != '' ORDER BY id", (user,)):
+    for scope, label, value in q.private_blocks(sql, user):
         if scope == "user" and label == "human":
             human = value
         blocks.append(value)
     blocks = [value for value in blocks if value != human]
-    memories = list(c.execute(
-        "SELECT text, subject FROM memories WHERE user_id = ? ORDER BY created_at DESC LIMIT ?",
-        (user, pii.MEMORY_LIMIT)))
-    nodes = list(c.execute("SELECT name, type FROM kg_nodes WHERE user_id = ?", (user,)))
-    objects = [obj for (obj,) in c.execute(
-        "SELECT DISTINCT object FROM memories WHERE user_id = ? AND object IS NOT NULL", (user,))]
+    memories = q.newest_memories(sql, user, pii.MEMORY_LIMIT)
+    nodes = q.node_names(sql, user)
+    objects = q.fact_objects(sql, user)
     terms = pii.private_terms_from(user, human=human, blocks=blocks, memories=memories, nodes=nodes,
                                    objects=objects)
     _CACHE[sql] = (stamp, terms)

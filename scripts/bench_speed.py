@@ -44,7 +44,7 @@ import bmcmd  # scripts/bmcmd.py: this folder is on sys.path when a script runs
 REPO = Path(__file__).resolve().parent.parent
 LOCOMO = REPO.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"  # the checkout-relative ../shared/
 TEXTS_VERSION = 1  # bump when the generated store texts change (invalidates cached stores)
-SECTIONS = ("help", "cold", "recall", "ingest")
+SECTIONS = ("help", "cold", "recall", "ingest", "text")
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -434,6 +434,28 @@ def bench_ingest(bm: str, cache_dir: Path, turns: list[dict], count: int, repeat
             "maxrss_mb": max(x["maxrss_mb"] for x in runs), "runs": runs, "file": str(path)}
 
 
+def bench_text(turns: list[dict], repeats: int = 3) -> dict:
+    """The per-turn text passes, in process: the PII guard of shared blocks (pii.scan with a
+    few private terms) and the rules extractor, over LoCoMo turns; medians of ``repeats``."""
+    from brandmind import pii
+    from brandmind.extract import Turn
+    from brandmind.extract.rules import RulesExtractor
+
+    texts = [t["content"] for t in turns]
+    terms = ["Caroline", "Melanie", "Boston", "Grupo Pereira"]
+    scan, extract = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for text in texts:
+            pii.scan(text, private_terms=terms)
+        scan.append(len(texts) / (time.perf_counter() - t0))
+        batch = [Turn(text, speaker="Ann", ts=1_700_000_000_000) for text in texts]
+        t0 = time.perf_counter()
+        RulesExtractor().extract(batch)
+        extract.append(len(batch) / (time.perf_counter() - t0))
+    return {"turns": len(texts), "pii_scan_per_s": stats(scan), "extract_per_s": stats(extract)}
+
+
 def _rss_mb() -> float:
     try:
         import psutil
@@ -581,6 +603,10 @@ def main() -> int:
         # the same ingest with the hash embedder: what the store does with the model's cost taken out
         results["ingest_no_model"] = bench_ingest(bm, cache_dir, turns, sizes["ingest_messages"],
                                                   sizes["ingest_repeats"], embedder="hash")
+    if "text" in only:
+        busy["text"] = wait_quiet(args.wait_idle, "text")
+        log(f"[text] PII guard and rules extractor over {len(turns):,} LoCoMo turns ...")
+        results["text"] = bench_text(turns, 1 if q else 3)
     results["bench_seconds"] = time.perf_counter() - wall0
     after = worker(["model", "--cache-dir", str(cache_dir)])
     if after["local_py_sha256"] != model["local_py_sha256"] or after["embedder"] != model["embedder"]:
@@ -635,6 +661,13 @@ def report_rows(r: dict, sizes: dict) -> list[tuple]:
         i = r["ingest_no_model"]
         rows.append(("  same ingest with the hash embedder (storage path alone, no model)",
                      f"{i['msg_per_s']['median']:.0f} msg/s ({i['wall_s_median']:.2f} s)", "", None))
+    if "text" in r:
+        t = r["text"]
+        rows.append((f"PII guard (pii.scan), {t['turns']:,} LoCoMo turns, median",
+                     f"{t['pii_scan_per_s']['median']:,.0f} turns/s", ">= 2,000 turns/s",
+                     t["pii_scan_per_s"]["median"] >= 2000))
+        rows.append(("rules extractor, same turns, median", f"{t['extract_per_s']['median']:,.0f} turns/s",
+                     ">= 1,000 turns/s", t["extract_per_s"]["median"] >= 1000))
     return rows
 
 

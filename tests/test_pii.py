@@ -103,16 +103,6 @@ def test_a_guard_that_ignores_private_terms_misses_the_recall_target():
     assert metrics(rows)["recall"] < RECALL_TARGET
 
 
-def test_the_guard_is_fast():
-    texts = [r["text"] for r in corpus()] * 10
-    terms = ["Ann", "Lisbon", "Grupo Pereira", "Kenji", "Osaka"]
-    start = time.perf_counter()
-    for text in texts:
-        pii.scan(text, private_terms=terms)
-    rate = len(texts) / (time.perf_counter() - start)
-    assert rate > 2000, f"{rate:.0f} sentences/s"
-
-
 # -- single rules, the edges they are built on -------------------------------------------------------
 @pytest.mark.parametrize("text,kind,span", [
     ("mail ann.lee+x@example.co.uk now", "email", "ann.lee+x@example.co.uk"),
@@ -177,7 +167,7 @@ def test_private_terms_come_from_the_human_block_memories_and_facts(store):
         mem.blocks.set("human", "User name: Sarah Whitcombe\nPrefers tables. Lives near Richmond.", user="sarah")
         mem.remember("Sarah's sister Imogen visited Porto in May.", user="sarah")
         mem.remember("Prefers weekly summaries on Monday.", user="sarah")
-        mem.add_fact({"subject": "Sarah", "predicate": "works_at", "object": "Grupo Pereira"}, user="sarah")
+        mem.facts.add({"subject": "Sarah", "predicate": "works_at", "object": "Grupo Pereira"}, user="sarah")
         mem.remember("Bob likes Houston.", user="bob")
         terms = privacy.gather_private_terms(mem.store, "sarah")
         for term in ("Sarah Whitcombe", "Whitcombe", "Richmond", "Imogen", "Porto", "Grupo Pereira"):
@@ -224,7 +214,7 @@ def test_a_shared_block_write_with_pii_is_refused_or_redacted(store):
 
     with Memory() as mem:
         mem.blocks.set("human", "User name: Carol Mendes. Based in Richmond.", user="carol")
-        mem.persona_record("carol", "tobacco_consumer_insights", 1.0)
+        mem.personas.assign("carol", "tobacco_consumer_insights", 1.0)
         label = "tobacco_consumer_insights_service_experience"
         with pytest.raises(InvalidInput) as err:
             mem.blocks.append(label, "Carol in Richmond wants c-store flows; reach her at carol@x.com", user="carol")
