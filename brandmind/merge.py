@@ -372,11 +372,6 @@ def persona_unassign(row: dict | None, hlc: str) -> dict:
     return row
 
 
-def stamped_before(hlc: str, forgotten: str | None) -> bool:
-    """Whether an op at ``hlc`` is older than its user's latest forget (it applies as nothing)."""
-    return forgotten is not None and hlc < forgotten
-
-
 def version_key(version: str) -> tuple:
     """A sort key of a skill version: numbers (missing ones 0), then a release above its
     pre-releases, whose dot-separated identifiers compare numerically when numeric (semver)."""

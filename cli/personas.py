@@ -94,10 +94,10 @@ def persona_list(
     """
     with open_store(if_missing="empty") as mem:
         if user is not None:
-            held = mem.user_personas(user)
+            held = mem.personas.held(user)
             emit(held, as_json=as_json, jsonl=False, table=_held_table)
             return
-        items = mem.personas_available()
+        items = mem.personas.available()
     emit(items, as_json=as_json, jsonl=False, table=_personas_table)
 
 
@@ -110,10 +110,8 @@ def persona_show(handle: HandleArg,
     Example:
       bm persona show qsr_real_estate --json
     """
-    from brandmind import personas
-
     with open_store() as mem:
-        out = {**mem.persona(handle), "holders": personas.holders(mem, handle)}
+        out = {**mem.personas.get(handle), "holders": mem.personas.holders(handle)}
     emit(out, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title=f"persona {handle}"))
 
 
@@ -152,7 +150,7 @@ def persona_add(
             items = data if isinstance(data, list) else [data]
             if not items:
                 raise InvalidInput(f"{file} holds no persona", hint="give one persona object or a list of them")
-            out: Any = personas.define_many(mem, items)
+            out: Any = mem.personas.define_many(items)
         else:
             if not flags:
                 raise UsageError("nothing to add", hint="give --industry, --role and --description, or --file FILE")
@@ -160,7 +158,7 @@ def persona_add(
                    "typical_motivations": motivation, "quintessential_queries": query, "keywords": keyword}
             if handle:
                 raw["handle"] = handle
-            out = [personas.define(mem, raw)]
+            out = [mem.personas.define(raw)]
     emit(out if len(out) != 1 else out[0], as_json=as_json, jsonl=False,
          table=lambda o: _personas_table(o if isinstance(o, list) else [o]))
 
@@ -170,7 +168,7 @@ def persona_assign(
     handle: HandleArg,
     user: UserOpt = None,
     confidence: Annotated[float, option("--confidence", "-c", help="How sure, 0 to 1.",
-                                        check=by("brandmind.personas:_confidence"))] = 1.0,
+                                        check=by("brandmind.personas:check_confidence"))] = 1.0,
     as_json: JsonOpt = False,
 ) -> None:
     """Record that a user holds a persona (again: confirms it); attaches its shared block.
@@ -180,7 +178,7 @@ def persona_assign(
       bm persona assign qsr_real_estate -u ann --confidence 0.8
     """
     with store_for_writing() as mem:
-        out = mem.persona_record(user, handle, confidence)
+        out = mem.personas.assign(user, handle, confidence)
     out.pop("persona", None)
     emit(out, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title="assigned"))
 
@@ -198,7 +196,7 @@ def persona_unassign(
       bm persona unassign qsr_real_estate -u ann
     """
     with open_store() as mem:
-        out = mem.persona_unrecord(user, handle)
+        out = mem.personas.unassign(user, handle)
     emit(out, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title="unassigned"))
 
 
@@ -215,7 +213,7 @@ def persona_detect(
       bm persona detect "I look for new restaurant sites in Dallas" -k 2
     """
     with open_store(if_missing="empty") as mem:
-        out = mem.persona_detect(read_text_arg(text), k=k)
+        out = mem.personas.detect(read_text_arg(text), k=k)
     emit(out, as_json=as_json, jsonl=False, table=_detect_table)
 
 
@@ -228,10 +226,8 @@ def persona_load_starters(as_json: JsonOpt = False) -> None:
     Example:
       bm persona load-starters
     """
-    from brandmind import personas
-
     with store_for_writing() as mem:
-        out = personas.load_starters(mem)
+        out = mem.personas.load_starters()
     emit(out, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title="starter personas"))
 
 
@@ -245,7 +241,7 @@ def doc_show(agent: AgentDocOpt = "default", as_json: JsonOpt = False) -> None:
       bm persona doc show -a coach --json
     """
     with open_store() as mem:
-        out = mem.persona_doc(agent)
+        out = mem.personas.doc(agent)
     emit(out, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title=f"persona document of {agent}"))
 
 
@@ -289,7 +285,7 @@ def doc_set(
     if all(v is None for v in raw.values()):
         raise UsageError("nothing to set", hint="give --name, --description, --goal, ... (see `bm persona doc set --help`)")
     with store_for_writing() as mem:
-        out = mem.persona_doc_put({k: v for k, v in raw.items() if v is not None}, agent=agent, merge=True)
+        out = mem.personas.put_doc({k: v for k, v in raw.items() if v is not None}, agent=agent, merge=True)
     emit(out, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title=f"persona document of {agent}"))
 
 
@@ -310,7 +306,7 @@ def doc_import(
 
     data = personas.read_structured(_read_file(file), name=file if file != "-" else "stdin")
     with store_for_writing() as mem:
-        out = mem.persona_doc_put(data, agent=agent)
+        out = mem.personas.put_doc(data, agent=agent)
     emit(out, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title=f"persona document of {agent}"))
 
 

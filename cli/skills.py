@@ -96,7 +96,7 @@ def skill_add(
       bm skill add market-research -d "Research a market: size, competitors, trends" -t research --body steps.md
     """
     with store_for_writing() as mem:
-        item = mem.skill_add(name, description=description,
+        item = mem.skills.add(name, description=description,
                              input_schema=_schema(schema) if schema is not None else None,
                              examples=[_example(e) for e in example] if example else None,
                              tags=tag or None, version=version,
@@ -121,7 +121,7 @@ def skill_list(
       bm skill list --tag research
     """
     with open_store(if_missing="empty") as mem:
-        items = mem.skills(tag=tag, full=full)
+        items = mem.skills.list(tag=tag, full=full)
     emit(items, as_json=as_json, jsonl=jsonl, table=_table)
 
 
@@ -134,7 +134,7 @@ def skill_show(name: NameArg, as_json: JsonOpt = False) -> None:
       bm skill show market-research --json | jq -r .body
     """
     with open_store() as mem:
-        item = mem.skill_get(name)
+        item = mem.skills.get(name)
     emit(item, as_json=as_json, jsonl=False, table=lambda s: kv_table(s, title=s["name"]))
 
 
@@ -147,7 +147,7 @@ def skill_remove(name: NameArg, as_json: JsonOpt = False) -> None:
       bm skill remove market-research
     """
     with open_store() as mem:
-        item = mem.skill_remove(name)
+        item = mem.skills.remove(name)
     if wants_json(as_json):
         print(json.dumps({"removed": item["name"]}))
     else:
@@ -170,7 +170,7 @@ def skill_match(
     from .common import read_text_arg
 
     with open_store(if_missing="empty") as mem:
-        items = mem.skill_match(read_text_arg(query), k=k)
+        items = mem.skills.match(read_text_arg(query), k=k)
     emit(items, as_json=as_json, jsonl=jsonl, table=lambda r: _table(r, scores=True))
 
 
@@ -189,7 +189,7 @@ def skill_import(
       bm skill import ~/.claude/skills --skip-bad
     """
     with store_for_writing() as mem:
-        report = mem.skills_import(folder, skip_bad=skip_bad)
+        report = mem.skills.import_dir(folder, skip_bad=skip_bad)
     if wants_json(as_json):
         print(json.dumps(report, ensure_ascii=False))
     else:
