@@ -99,6 +99,10 @@ class Admin:
             out.setdefault(user, {"memories": 0, "beads": 0})["beads"] = n
         return dict(sorted(out.items()))
 
+    def has_user(self, user: str) -> bool:
+        """Whether ``user`` has anything stored: a memory or a bead."""
+        return q.has_memories(self.store.sql, user) or bool(self.store.log.bead_ids(user, 1))
+
     def doctor(self) -> list[dict]:
         """Checks of the store, the model, the extension and the disk."""
         checks: list[dict] = []

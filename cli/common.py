@@ -213,8 +213,7 @@ def note_unknown_user(mem: Any, user: Optional[str]) -> None:
     if getattr(mem, "throwaway", False):
         return
     name = mem.store.user(user)
-    has_memories = mem.sql.conn.execute("SELECT 1 FROM memories WHERE user_id = ? LIMIT 1", (name,)).fetchone()
-    if has_memories or mem.log.bead_ids(name, 1):
+    if mem.admin.has_user(name):
         return
     import difflib
 

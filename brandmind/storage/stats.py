@@ -20,6 +20,10 @@ def memories_by_type(sql: "SQLStore", user: str | None) -> dict[str, int]:
     return dict(sql.conn.execute(f"SELECT type, count(*) FROM memories {where} GROUP BY type", args).fetchall())
 
 
+def has_memories(sql: "SQLStore", user: str) -> bool:
+    return sql.conn.execute("SELECT 1 FROM memories WHERE user_id = ? LIMIT 1", (user,)).fetchone() is not None
+
+
 def memories_by_user(sql: "SQLStore") -> dict[str, int]:
     return dict(sql.conn.execute("SELECT user_id, count(*) FROM memories GROUP BY user_id").fetchall())
 
