@@ -134,7 +134,7 @@ class Memory:
             from .extract.run import extract_turns
 
             try:
-                report = extract_turns(self, [Turn(text, None, payload["ts"], None, payload["user"])],
+                report = extract_turns(self.store, [Turn(text, None, payload["ts"], None, payload["user"])],
                                        user=payload["user"], agent=payload["agent"],
                                        meta={"source_memory": payload["id"]})
             except BMError as exc:
@@ -161,7 +161,7 @@ class Memory:
         user = self.store.user(user)
         agent = validate.name(agent, what="agent") if agent is not None else None
         default_ts = parse_time(ts, field="ts") if ts is not None else now_millis()
-        return extract_turns(self, as_turns(turns, user=user, ts=default_ts), user=user, agent=agent,
+        return extract_turns(self.store, as_turns(turns, user=user, ts=default_ts), user=user, agent=agent,
                              dry_run=dry_run)
 
     def get(self, memory_id: str) -> dict:
@@ -536,7 +536,7 @@ class Memory:
         if dry_run:
             from .extract.run import dry_run_ingest
 
-            return dry_run_ingest(self, lines, user=user, skip_bad=skip_bad, extract=extract)
+            return dry_run_ingest(self.store, lines, user=user, skip_bad=skip_bad, extract=extract)
         report: dict[str, Any] = {"ingested": 0, "duplicates": 0, "bad": [], "lines": 0}
         if extract:  # the bead ids of the messages stored (and found stored) by this ingest
             report["_beads"], report["_fresh"] = [], []
@@ -561,7 +561,7 @@ class Memory:
         if extract:
             from .extract.run import extract_after_ingest
 
-            extract_after_ingest(self, report, user=user, agent=agent)
+            extract_after_ingest(self.store, report, user=user, agent=agent)
         return report
 
     def _ingest_batch(self, batch: list[dict], user: str, report: dict) -> None:

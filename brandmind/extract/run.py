@@ -1,7 +1,7 @@
 """Running an extractor over stored turns and storing what it finds (used by ``Memory``).
 
-``extract_turns(mem, turns, ...)`` runs the configured extractor (config
-``extractor``) over the turns, then stores the facts with ``Memory.add_facts``
+``extract_turns(store, turns, ...)`` runs the configured extractor (config
+``extractor``) over the turns, then stores the facts with ``Facts(store).add_many``
 (reconciliation, graph), each fact stamped with the time of the turn it came
 from, its source bead ids, and ``meta = {"extractor", "prompt_version"?}``.
 Facts go in only after the extractor has read every turn, so a failure of the
@@ -33,10 +33,19 @@ speaker; its claims about the user or anyone else are dropped.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
+from .. import validate
+from ..clock import now_millis, parse_time
 from ..errors import BMError, InvalidInput
+from ..facts import Facts
+from ..ingest import known_bead, message_key, read_messages
+from ..storage.extract import beads_with_facts
 from . import Fact, Turn, get_extractor, person_turns
+from .llm import LLMArbiter
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..store import Store
 
 ACTIONS = ("added", "confirmed", "updated", "contradicted")
 
@@ -44,9 +53,6 @@ ACTIONS = ("added", "confirmed", "updated", "contradicted")
 def as_turns(value: Any, *, user: str, ts: int | None = None) -> list[Turn]:
     """Turns from a text, a Turn, a ``{"text"|"content", "speaker"?, "ts"?, "bead"?}`` dict,
     or a list of those.  ``ts`` is the default time of turns that carry none."""
-    from ..clock import parse_time
-    from .. import validate
-
     items = [value] if isinstance(value, (str, bytes, Turn, dict)) else list(value)
     out = []
     for n, item in enumerate(items, 1):
@@ -77,10 +83,10 @@ def _empty_report(extractor: Any, turns: list[Turn]) -> dict:
             "skipped_turns": 0, "bad_chunks": 0, "bad_facts": 0}
 
 
-def extract_turns(mem: Any, turns: list[Turn], *, user: str, agent: str | None = None,
+def extract_turns(store: "Store", turns: list[Turn], *, user: str, agent: str | None = None,
                   dry_run: bool = False, meta: dict | None = None) -> dict:
     """Extract facts from ``turns`` and store them (see the module docstring)."""
-    extractor = get_extractor(mem.config)
+    extractor = get_extractor(store.config)
     turns = person_turns(turns)  # an agent turn without a speaker name says nothing of a person
     report = _empty_report(extractor, turns)
     is_llm = extractor.name != "rules"
@@ -105,12 +111,10 @@ def extract_turns(mem: Any, turns: list[Turn], *, user: str, agent: str | None =
     if facts:
         arbiter = None
         if is_llm:
-            from .llm import LLMArbiter
-
-            arbiter = LLMArbiter(model=mem.config.llm_model, host=mem.config.ollama_host,
+            arbiter = LLMArbiter(model=store.config.llm_model, host=store.config.ollama_host,
                                  budget=extractor.budget)  # type: ignore[attr-defined]
         items = _fact_dicts(facts, turns, extractor, meta)
-        results = mem.add_facts(items, user=user, agent=agent, arbiter=arbiter, source="extract")
+        results = Facts(store).add_many(items, user=user, agent=agent, arbiter=arbiter, source="extract")
         for result in results:
             if result["action"] in report["facts"]:
                 report["facts"][result["action"]] += 1
@@ -156,42 +160,34 @@ def _turn_of(bead: dict, content: str, user: str) -> Turn | None:
     return turn if person_turns([turn]) else None
 
 
-def beads_with_facts(mem: Any, user: str) -> set[str]:
-    """Bead ids that a stored memory other than a raw turn cites (their facts were extracted)."""
-    rows = mem.sql.conn.execute(
-        "SELECT DISTINCT json_extract(p.value, '$.bead') FROM memories m, json_each(m.provenance) p "
-        "WHERE m.user_id = ? AND m.source != 'ingest' AND json_type(p.value) = 'object'", (user,)).fetchall()
-    return {r[0] for r in rows if isinstance(r[0], str)}
-
-
-def stored_turns(mem: Any, bead_ids: Iterable[str], user: str, *, fresh: set[str]) -> list[Turn]:
+def stored_turns(store: "Store", bead_ids: Iterable[str], user: str, *, fresh: set[str]) -> list[Turn]:
     """The stored beads as turns, in order: every ``fresh`` one, and the others only when no
-    fact cites them yet."""
-    done = beads_with_facts(mem, user) if set(bead_ids) - fresh else set()
+    fact cites them yet (``storage.extract.beads_with_facts``)."""
+    done = beads_with_facts(store.sql, user) if set(bead_ids) - fresh else set()
     out = []
     for bead_id in dict.fromkeys(bead_ids):
         if bead_id not in fresh and bead_id in done:
             continue
-        bead = mem.log.get_bead(bead_id)
+        bead = store.log.get_bead(bead_id)
         if bead is None or bead.get("user") != user:
             continue
         content = bead.get("content")
         if content is None and bead.get("blob"):
-            content = mem.blobs.get(bead["blob"]).decode("utf-8", "replace")
+            content = store.blobs.get(bead["blob"]).decode("utf-8", "replace")
         turn = _turn_of(bead, content or "", user)
         if turn is not None and turn.text.strip():
             out.append(turn)
     return out
 
 
-def extract_after_ingest(mem: Any, report: dict, *, user: str, agent: str | None) -> None:
+def extract_after_ingest(store: "Store", report: dict, *, user: str, agent: str | None) -> None:
     """Extract from the turns an ingest stored or found; merges ``facts`` and ``llm`` (and the
     rest of the extraction report under ``extract``) into the ingest ``report``."""
     beads = report.pop("_beads", [])
     fresh = set(report.pop("_fresh", []))
-    turns = stored_turns(mem, beads, user, fresh=fresh)
+    turns = stored_turns(store, beads, user, fresh=fresh)
     try:
-        result = extract_turns(mem, turns, user=user, agent=agent)
+        result = extract_turns(store, turns, user=user, agent=agent)
     except BMError as exc:
         exc.message += (f" — {report['ingested']} message(s) were stored, but no facts were extracted")
         exc.hint = ((exc.hint + "; then " if exc.hint else "") +
@@ -203,11 +199,8 @@ def extract_after_ingest(mem: Any, report: dict, *, user: str, agent: str | None
     report["extract"] = result
 
 
-def dry_run_ingest(mem: Any, lines: Iterable[Any], *, user: str, skip_bad: bool, extract: bool) -> dict:
+def dry_run_ingest(store: "Store", lines: Iterable[Any], *, user: str, skip_bad: bool, extract: bool) -> dict:
     """What ``ingest(lines, extract=...)`` would do, storing nothing and calling no LLM."""
-    from ..clock import now_millis
-    from ..ingest import known_bead, message_key, read_messages
-
     report: dict[str, Any] = {"dry_run": True, "lines": 0, "would_ingest": 0, "duplicates": 0, "bad": []}
     turns: list[Turn] = []
     known: list[str] = []
@@ -216,10 +209,10 @@ def dry_run_ingest(mem: Any, lines: Iterable[Any], *, user: str, skip_bad: bool,
         exc.message += " — dry run: nothing was stored"
         exc.hint = "fix the line, or pass --skip-bad"
 
-    with mem.log.read() as txn:
+    with store.log.bead_keys() as get:
         for msg in read_messages(lines, report, skip_bad=skip_bad, on_bad=refuse):
             key = message_key(user, msg)
-            stored = known_bead(lambda k: txn.get(k, db=mem.log.db["bead_keys"]), user, msg)
+            stored = known_bead(get, user, msg)
             if key is not None and (key in seen or stored):
                 report["duplicates"] += 1
                 if stored:
@@ -233,8 +226,8 @@ def dry_run_ingest(mem: Any, lines: Iterable[Any], *, user: str, skip_bad: bool,
                 if turn is not None:
                     turns.append(turn)
     if extract:
-        turns = stored_turns(mem, known, user, fresh=set()) + turns
-        result = extract_turns(mem, turns, user=user, dry_run=True)
+        turns = stored_turns(store, known, user, fresh=set()) + turns
+        result = extract_turns(store, turns, user=user, dry_run=True)
         report["llm"] = result.pop("llm")
         report["extract"] = result
     return report
