@@ -27,9 +27,11 @@ from .ingest import known_bead, message_key, read_messages
 from .oplog import BlobStore, OpLog
 from .opcheck import problem
 from .ops import Kind
+from .personas import Personas
 from .privacy import gather_private_terms
 from .projection import apply_log_side, apply_sql_side, hlc_key
 from .recall import Filters, Searcher, keyword_query
+from .skills import Skills
 from .sqlstore import SQLStore
 from .storage.forget import match_memories
 from .store import Progress, Store
@@ -102,6 +104,19 @@ class Memory:
         (brandmind/blocks.py); shared-block writes are PII-guarded with the writer's
         private terms (brandmind/privacy.py)."""
         return Blocks(self.store, private_terms=lambda user: gather_private_terms(self.store, user))
+
+    @cached_property
+    def personas(self) -> Personas:
+        """Persona cohorts, who holds them, detection and the agents' persona documents:
+        available, get, define, assign, unassign, held, holders, detect, doc, put_doc ...
+        (brandmind/personas.py)."""
+        return Personas(self.store)
+
+    @cached_property
+    def skills(self) -> Skills:
+        """Skills (procedural memory): add, list, get, remove, match, import_dir
+        (brandmind/skills.py)."""
+        return Skills(self.store)
 
     def receive_ops(self, ops: Iterable[dict], *, now_ms: int | None = None, apply: bool = True) -> dict:
         """Store ops pulled from another replica (sync) and apply them (``Store.receive_ops``)."""
@@ -335,46 +350,6 @@ class Memory:
         return consolidate(self, user=user, threshold=threshold, dry_run=dry_run,
                            include_turns=include_turns)
 
-    # -- skills: procedural memory (brandmind/skills.py) -------------------------------
-    def skill_add(self, name: str, *, description: str | None = None, input_schema: dict | None = None,
-                  examples: list | None = None, tags: list[str] | None = None, version: str | None = None,
-                  body: str | None = None, source: str | None = None, meta: dict | None = None) -> dict:
-        """Add a skill, or update one (fields left None keep their values; the version may
-        not go backwards).  Returns the skill plus ``changed`` (False: identical, nothing stored)."""
-        from . import skills
-
-        return skills.add(self, name, description=description, input_schema=input_schema, examples=examples,
-                          tags=tags, version=version, body=body, source=source, meta=meta)
-
-    def skills(self, *, tag: str | None = None, full: bool = False) -> list[dict]:
-        """Every skill by name (``full``: with schema, examples, body, source, meta)."""
-        from . import skills
-
-        return skills.list_skills(self, tag=tag, full=full)
-
-    def skill_get(self, name: str) -> dict:
-        from . import skills
-
-        return skills.get(self, name)
-
-    def skill_remove(self, name: str) -> dict:
-        """Remove a skill (a later skill_add revives it); returns what was removed."""
-        from . import skills
-
-        return skills.remove(self, name)
-
-    def skill_match(self, query: str | bytes, k: int = 5) -> list[dict]:
-        """The skills that best fit a task, best first, each with ``score`` and ``signals``."""
-        from . import skills
-
-        return skills.match(self, query, k)
-
-    def skills_import(self, path: str | os.PathLike[str], skip_bad: bool = False) -> dict:
-        """Import a folder of SKILL.md skills: ``{"added", "updated", "unchanged", "bad"}``."""
-        from . import skills
-
-        return skills.import_dir(self, path, skip_bad=skip_bad)
-
     # -- explicit memory: the user's workspace of files (brandmind/workspace.py) ------------
     def workspace(self, user: str | None = None) -> Any:
         """The user's workspace (``ls``, ``cat``, ``write``, ``append``, ``rm``, ``mv``,
@@ -382,59 +357,6 @@ class Memory:
         from .workspace import Workspace
 
         return Workspace(self.store, user)
-
-    # -- persona cohorts and the agent's persona document (brandmind/personas.py) -----------
-    def personas_available(self) -> list[dict]:
-        """Every persona an agent can record for a user (stored ones and built-in starters)."""
-        from . import personas
-
-        return personas.available(self)
-
-    def persona(self, handle: str) -> dict:
-        from . import personas
-
-        return personas.get(self, handle)
-
-    def persona_define(self, persona: dict) -> dict:
-        """Add or replace a persona ``{industry, role, description, typical_kpis, ...}``."""
-        from . import personas
-
-        return personas.define(self, persona)
-
-    def persona_record(self, user: str | None, handle: str, confidence: float = 1.0) -> dict:
-        """Record (or confirm) that ``user`` holds persona ``handle``; attaches its shared
-        ``<handle>_service_experience`` block to them."""
-        from . import personas
-
-        return personas.assign(self, self.store.user(user), handle, confidence)
-
-    def persona_unrecord(self, user: str | None, handle: str) -> dict:
-        from . import personas
-
-        return personas.unassign(self, self.store.user(user), handle)
-
-    def user_personas(self, user: str | None = None) -> list[dict]:
-        """The personas ``user`` holds, highest confidence first."""
-        from . import personas
-
-        return personas.user_personas(self, self.store.user(user))
-
-    def persona_detect(self, text: str | bytes, k: int = 3) -> list[dict]:
-        """The personas that best fit a piece of conversation, with a confidence from 0 to 1."""
-        from . import personas
-
-        return personas.detect(self, text, k)
-
-    def persona_doc(self, agent: str = "default") -> dict:
-        from . import personas
-
-        return personas.get_doc(self, agent)
-
-    def persona_doc_put(self, doc: dict, *, agent: str = "default", merge: bool = False) -> dict:
-        """Store a new version of the agent's persona document (see brandmind/personas.py)."""
-        from . import personas
-
-        return personas.put_doc(self, doc, agent=agent, merge=merge)
 
     # -- forgetting -----------------------------------------------------------
     def forget(self, memory_id: str) -> dict:

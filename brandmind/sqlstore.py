@@ -17,6 +17,8 @@ from typing import Any, Callable, Iterator
 from .errors import ModelMismatch, StoreCorrupt
 from .oplog import dumps
 from .storage import blocks as blocks_schema
+from .storage import personas as personas_schema
+from .storage import skills as skills_schema
 from .storage import workspace as workspace_schema
 
 
@@ -138,15 +140,11 @@ def _sync_schema() -> list[str]:
 
 
 def _personas_schema() -> list[str]:
-    from . import personas
-
-    return list(personas.SCHEMA)
+    return list(personas_schema.SCHEMA)
 
 
 def _skills_schema() -> list[str]:
-    from . import skills
-
-    return [*skills.SCHEMA, *workspace_schema.SCHEMA]
+    return [*skills_schema.SCHEMA, *workspace_schema.SCHEMA]
 
 
 def _blocks_schema() -> list[str]:

@@ -190,7 +190,7 @@ def test_a_block_edit_shows_in_the_next_context(ann, bm):
 def test_priority_is_core_shared_top_memories_then_recent(ann):
     with Memory() as mem:
         mem.blocks.set("human", "Ann is vegetarian", user="ann")
-        mem.persona_record("ann", "qsr_real_estate", confidence=0.9)
+        mem.personas.assign("ann", "qsr_real_estate", confidence=0.9)
         mem.blocks.append("qsr_real_estate_service_experience",
                          "Site-selection users want drive-thru traffic counts before rent figures.",
                          persona="qsr_real_estate", user="ann")
@@ -207,7 +207,7 @@ def test_priority_is_core_shared_top_memories_then_recent(ann):
 def test_private_blocks_and_memories_never_reach_another_users_context(store, bm):
     with Memory() as mem:
         for user in ("ann", "bob"):
-            mem.persona_record(user, "cpg_retail_media", confidence=0.8)
+            mem.personas.assign(user, "cpg_retail_media", confidence=0.8)
         mem.blocks.set("human", "Ann Marquez lives at 14 Rua das Flores, Lisbon; phone +351 912 345 678", user="ann")
         mem.remember("Ann's daughter Lucia starts school at Colegio Verde in September", user="ann")
         # what Ann's agent learned, without PII, is shared with Bob's agents

@@ -164,18 +164,16 @@ def test_assign_attaches_the_shared_block_and_unassign_detaches_it(bm, store):
 
 
 def test_reassigning_confirms_discovered_min_confirmed_max_confidence_latest(store):
-    from brandmind import personas
-
     with open_memory() as mem:
-        personas.assign(mem, "ann", "cpg_retail_media", 0.6, discovered_at="2024-01-01", last_confirmed="2024-02-01")
-        personas.assign(mem, "ann", "cpg_retail_media", 0.8, discovered_at="2024-03-01", last_confirmed="2024-01-15")
-        held = mem.user_personas("ann")
+        mem.personas.assign("ann", "cpg_retail_media", 0.6, discovered_at="2024-01-01", last_confirmed="2024-02-01")
+        mem.personas.assign("ann", "cpg_retail_media", 0.8, discovered_at="2024-03-01", last_confirmed="2024-01-15")
+        held = mem.personas.held("ann")
         assert len(held) == 1
         assert held[0]["confidence"] == 0.8
         assert held[0]["discovered_at"].startswith("2024-01-01")
         assert held[0]["last_confirmed"].startswith("2024-02-01")
-        mem.persona_record("ann", "tobacco_consumer_insights", 0.95)
-        assert [p["handle"] for p in mem.user_personas("ann")] == ["tobacco_consumer_insights", "cpg_retail_media"]
+        mem.personas.assign("ann", "tobacco_consumer_insights", 0.95)
+        assert [p["handle"] for p in mem.personas.held("ann")] == ["tobacco_consumer_insights", "cpg_retail_media"]
 
 
 @pytest.mark.parametrize("args,code,words", [
@@ -192,13 +190,13 @@ def test_assign_and_unassign_errors_write_nothing(bm, store, args, code, words):
 
 def test_the_agent_api(store):
     with open_memory() as mem:
-        assert [p["handle"] for p in mem.personas_available()] == STARTERS
-        out = mem.persona_record("carol", "tobacco_consumer_insights", 1.0)
+        assert [p["handle"] for p in mem.personas.available()] == STARTERS
+        out = mem.personas.assign("carol", "tobacco_consumer_insights", 1.0)
         assert out["persona"]["stored"] and out["persona"]["source"] == "starter"
-        assert [p["handle"] for p in mem.user_personas("carol")] == ["tobacco_consumer_insights"]
-        assert mem.persona("tobacco_consumer_insights")["users"] == 1
-        assert mem.personas_available()[3]["users"] == 1
-        top = mem.persona_detect("Carol studies where adult smokers buy cigarettes")[0]
+        assert [p["handle"] for p in mem.personas.held("carol")] == ["tobacco_consumer_insights"]
+        assert mem.personas.get("tobacco_consumer_insights")["users"] == 1
+        assert mem.personas.available()[3]["users"] == 1
+        top = mem.personas.detect("Carol studies where adult smokers buy cigarettes")[0]
         assert top["handle"] == "tobacco_consumer_insights"
 
 
@@ -251,10 +249,10 @@ def test_detect_with_the_real_embedder(store):
              "retail_asset_management"),
             ("Did our snack brand's ads on Kroger's network drive more shoppers into stores?", "cpg_retail_media"),
         ]:
-            ranked = mem.persona_detect(text)
+            ranked = mem.personas.detect(text)
             assert ranked[0]["handle"] == handle, (text, ranked)
             assert ranked[0]["confidence"] >= 0.5
-        assert max(r["confidence"] for r in mem.persona_detect("what's the weather like today")) < 0.3
+        assert max(r["confidence"] for r in mem.personas.detect("what's the weather like today")) < 0.3
 
 
 # -- load-starters --------------------------------------------------------------------------------------
@@ -356,7 +354,7 @@ def test_rebuild_gives_the_same_persona_state(bm, store):
 
 def test_persona_ops_commute(bm, store, tmp_path):
     """Replaying the persona ops in any order gives the same tables (what sync needs)."""
-    from brandmind import personas
+    from brandmind import personarules
     from brandmind.sqlstore import SQLStore
 
     _populate(bm)
@@ -368,9 +366,9 @@ def test_persona_ops_commute(bm, store, tmp_path):
         sql = SQLStore(tmp_path / f"replay{attempt}.sqlite", model="hash:384", dim=lambda: 384, create=True)
         with sql.write():
             for op in order:
-                personas.apply_op(sql, op)
+                personarules.apply_op(sql, op)
             for op in order[:3]:  # applying an op twice changes nothing
-                personas.apply_op(sql, op)
+                personarules.apply_op(sql, op)
         got = {t: sql.conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall()
                for t in ("personas", "persona_users", "persona_docs")}
         sql.close()
@@ -390,17 +388,17 @@ def test_forget_user_removes_their_assignments_and_redacts_their_ops(bm, store):
     with open_memory() as mem:
         assert mem.blocks.shared(user="ann") == []
         mem.admin.rebuild()
-        assert mem.user_personas("ann") == []
+        assert mem.personas.held("ann") == []
     # a late assign stamped before the forget (another replica's) does not resurrect it
-    from brandmind import personas
+    from brandmind import personarules
 
     with open_memory() as mem:
         forget = next(op for op in mem.log.iter_ops() if op["kind"] == "user.forget")
         with mem.sql.write():
-            personas.apply_op(mem.sql, {"kind": "persona.assign", "hlc": [forget["hlc"][0] - 1, 0, "rX"],
+            personarules.apply_op(mem.sql, {"kind": "persona.assign", "hlc": [forget["hlc"][0] - 1, 0, "rX"],
                                         "payload": {"user": "ann", "handle": "qsr_real_estate", "confidence": 1.0,
                                                     "discovered_at": 1, "last_confirmed": 1}})
-        assert mem.user_personas("ann") == []
+        assert mem.personas.held("ann") == []
     # and the user can be given a persona again afterwards
     bm("persona", "assign", "tobacco_consumer_insights", "--user", "ann")
     assert [p["handle"] for p in bm("persona", "list", "--user", "ann").json()] == ["tobacco_consumer_insights"]

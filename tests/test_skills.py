@@ -166,10 +166,10 @@ def test_match_uses_keywords_in_body_and_examples_and_caches_vectors(bm, store):
     res = bm("skill", "match", "oat milk TAM", "-k", "1").json()
     assert res[0]["name"] == "market-research"
     with open_memory() as mem:
-        from brandmind.skills import _vector_text
+        from brandmind.skills import vector_text
 
-        for s in mem.skills(full=True):  # every skill's vector is in the LMDB cache
-            assert mem.log.cached_vector(mem.sql.model, _vector_text(s)) is not None
+        for s in mem.skills.list(full=True):  # every skill's vector is in the LMDB cache
+            assert mem.log.cached_vector(mem.sql.model, vector_text(s)) is not None
 
 
 @pytest.mark.real_embedder
@@ -272,14 +272,14 @@ def test_merge_rule_commutes_and_rebuild_reproduces_skills(store):
     from brandmind.sqlstore import SQLStore
 
     with open_memory() as mem:
-        mem.skill_add("a", description="first", version="1.0.0")
-        mem.skill_add("a", description="second", version="2.0.0")
-        mem.skill_remove("a")
-        mem.skill_add("a", description="revived", version="0.1.0")
-        mem.skill_add("b", description="bee", version="1.0.0")
-        mem.skill_remove("b")
-        mem.skill_add("c", description="sea", tags=["x"])
-        mem.skill_add("c", description="sea two", version="0.2.0")
+        mem.skills.add("a", description="first", version="1.0.0")
+        mem.skills.add("a", description="second", version="2.0.0")
+        mem.skills.remove("a")
+        mem.skills.add("a", description="revived", version="0.1.0")
+        mem.skills.add("b", description="bee", version="1.0.0")
+        mem.skills.remove("b")
+        mem.skills.add("c", description="sea", tags=["x"])
+        mem.skills.add("c", description="sea two", version="0.2.0")
         # a concurrent replica's older-HLC add of a higher version wins; a lower one loses
         ops = [op for op in mem.log.iter_ops() if op["kind"].startswith("skill.")]
         early = ops[0]["hlc"]
@@ -304,15 +304,15 @@ def test_merge_rule_commutes_and_rebuild_reproduces_skills(store):
             assert visible(sql) == expected, i
             sql.close()
 
-        before = mem.skills(full=True)
+        before = mem.skills.list(full=True)
         assert [(s["name"], s["description"]) for s in before] == [("a", "revived"), ("c", "sea two")]
         mem.admin.rebuild()
-        assert mem.skills(full=True) == before
+        assert mem.skills.list(full=True) == before
     # the index deleted outright: reopening refills it from the log
     for f in home.glob("memory.sqlite*"):
         f.unlink()
     with open_memory() as mem:
-        assert mem.skills(full=True) == before
+        assert mem.skills.list(full=True) == before
 
 
 def test_export_import_carries_skills(bm, store, tmp_path, monkeypatch):
@@ -339,19 +339,19 @@ def test_export_import_carries_skills(bm, store, tmp_path, monkeypatch):
 
 def test_api_is_thin_and_complete(store, tmp_path):
     with open_memory() as mem:
-        item = mem.skill_add("x-skill", description="Does x", tags=["t"], examples=["do x"], version="2.0.0-beta.1",
+        item = mem.skills.add("x-skill", description="Does x", tags=["t"], examples=["do x"], version="2.0.0-beta.1",
                              input_schema={"type": "object"}, body="steps", meta={"owner": "ann"})
         assert item["changed"] and item["version"] == "2.0.0-beta.1"
-        assert mem.skill_add("x-skill", version="2.0.0")["version"] == "2.0.0"  # a release is above its beta
+        assert mem.skills.add("x-skill", version="2.0.0")["version"] == "2.0.0"  # a release is above its beta
         with pytest.raises(Exception, match="backwards"):
-            mem.skill_add("x-skill", version="2.0.0-rc.1")
-        assert mem.skill_get("x-skill")["meta"] == {"owner": "ann"}
-        assert [s["name"] for s in mem.skills()] == ["x-skill"]
-        assert mem.skill_match("do x", k=1)[0]["name"] == "x-skill"
+            mem.skills.add("x-skill", version="2.0.0-rc.1")
+        assert mem.skills.get("x-skill")["meta"] == {"owner": "ann"}
+        assert [s["name"] for s in mem.skills.list()] == ["x-skill"]
+        assert mem.skills.match("do x", k=1)[0]["name"] == "x-skill"
         skill_md(tmp_path / "s", "y-skill", "Does y")
-        assert mem.skills_import(tmp_path / "s")["added"] == ["y-skill"]
-        assert mem.skill_remove("y-skill")["name"] == "y-skill"
-        assert [s["name"] for s in mem.skills()] == ["x-skill"]
+        assert mem.skills.import_dir(tmp_path / "s")["added"] == ["y-skill"]
+        assert mem.skills.remove("y-skill")["name"] == "y-skill"
+        assert [s["name"] for s in mem.skills.list()] == ["x-skill"]
 
 
 def test_version_order():
