@@ -51,8 +51,8 @@ Character limit, on every path
 
 Shared persona blocks and the PII guard
 ---------------------------------------
-Only a user holding the persona (``brandmind.personas.user_personas``) may write its
-block.  Every write is scanned by ``brandmind.pii.scan`` with the writer's private terms
+Only a user holding the persona (``Personas.held``; read here through ``storage.personas``)
+may write its block.  Every write is scanned by ``brandmind.pii.scan`` with the writer's private terms
 (``private_terms``, given to :class:`Blocks`: Memory passes ``pii.private_terms_for``;
 without it only the built-in patterns are scanned for); hits in the text being added are refused with their spans
 listed, or, with ``redact=True``, replaced by ``[REDACTED:<kind>]`` and reported.
@@ -295,7 +295,7 @@ class Blocks:
         return [_brief(_out(by_label[label])) for label in sorted(by_label, key=_order)]
 
     def _shared_rows(self, user: str) -> list[dict]:
-        """The shared blocks of the personas ``user`` holds, in ``personas.user_personas`` order."""
+        """The shared blocks of the personas ``user`` holds, in ``Personas.held`` order."""
         out = []
         for handle in persona_rows.held_handles(self.sql, user):
             row = rows.row(self.sql, block_id("persona", None, None, handle, handle + PERSONA_SUFFIX))
@@ -304,7 +304,7 @@ class Blocks:
         return out
 
     def shared(self, *, user: str | None = None) -> list[dict]:
-        """The shared blocks of every persona ``user`` holds (``personas.user_personas``), in
+        """The shared blocks of every persona ``user`` holds (``Personas.held``), in
         that order, each as in :meth:`core` plus "persona"."""
         return [_brief(_out(row)) for row in self._shared_rows(self.store.user(user))]
 
