@@ -313,7 +313,7 @@ def test_after_a_refused_import_every_command_works(material: dict, store: Path,
 def _legacy_append(mem: Memory, ops: list[tuple[str, dict]]) -> None:
     """Append ops without the check, as bm before opcheck did, and leave them unapplied (the
     older bm died in its catch-up); the store then meets this bm for the first time."""
-    with mock.patch.object(opcheck, "check", lambda kind, payload: None), mem.log.write() as t:
+    with mock.patch.object(mem.log, "check", lambda kind, payload: None), mem.log.write() as t:
         for kind, payload in ops:
             t.append(kind, payload)
         t.txn.delete(b"checked_from", db=t.db["meta"])
