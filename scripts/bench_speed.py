@@ -443,8 +443,15 @@ def bench_text(turns: list[dict], repeats: int = 3) -> dict:
 
     texts = [t["content"] for t in turns]
     terms = ["Caroline", "Melanie", "Boston", "Grupo Pereira"]
-    scan, extract = [], []
+    from brandmind.tokens import WordPieceCounter
+
+    counter = WordPieceCounter()
+    counter.count_many(texts[:2])  # loads tokenizer.json (once)
+    scan, extract, tokens = [], [], []
     for _ in range(repeats):
+        t0 = time.perf_counter()
+        counter.count_many(texts)
+        tokens.append(len(texts) / (time.perf_counter() - t0))
         t0 = time.perf_counter()
         for text in texts:
             pii.scan(text, private_terms=terms)
@@ -453,7 +460,8 @@ def bench_text(turns: list[dict], repeats: int = 3) -> dict:
         t0 = time.perf_counter()
         RulesExtractor().extract(batch)
         extract.append(len(batch) / (time.perf_counter() - t0))
-    return {"turns": len(texts), "pii_scan_per_s": stats(scan), "extract_per_s": stats(extract)}
+    return {"turns": len(texts), "pii_scan_per_s": stats(scan), "extract_per_s": stats(extract),
+            "token_count_per_s": stats(tokens)}
 
 
 def _rss_mb() -> float:
@@ -668,6 +676,9 @@ def report_rows(r: dict, sizes: dict) -> list[tuple]:
                      t["pii_scan_per_s"]["median"] >= 2000))
         rows.append(("rules extractor, same turns, median", f"{t['extract_per_s']['median']:,.0f} turns/s",
                      ">= 1,000 turns/s", t["extract_per_s"]["median"] >= 1000))
+        rows.append(("token counting for `bm context` budgets (WordPiece), same turns, median",
+                     f"{t['token_count_per_s']['median']:,.0f} turns/s", ">= 6,700 turns/s (200 in 30 ms)",
+                     t["token_count_per_s"]["median"] >= 6700))
     return rows
 
 
