@@ -1,4 +1,6 @@
-"""Merging near-duplicate memories: ``Memory.consolidate`` / ``bm consolidate``.
+"""Merging near-duplicate memories: ``Memory.consolidate`` / ``bm consolidate`` (over a Store;
+the queries are in brandmind/storage/memories.py, the projection of ``memory.merge`` in
+brandmind/applying.py).
 
 Which memories are near-duplicates
 ----------------------------------
@@ -48,6 +50,10 @@ from typing import Any
 
 from .clock import now_millis
 from .errors import UsageError
+from .facts import get_memory
+from .ops import Kind
+from .recall import STOPWORDS
+from .storage import memories
 
 DEFAULT_THRESHOLD = 0.92
 MIN_JACCARD = 0.6
@@ -115,124 +121,97 @@ class _Text:
 
 
 # -- finding groups ---------------------------------------------------------------------
-def find_groups(mem: Any, *, user: str, threshold: float, include_turns: bool = False,
+def find_groups(sql: Any, *, user: str, threshold: float, include_turns: bool = False,
                 now: int | None = None) -> list[dict]:
     """Near-duplicate groups among ``user``'s current memories: ``[{kept, merged, texts}]``,
     in the order of their kept (oldest) memory."""
-    import numpy as np
-
-    from .recall import STOPWORDS
-
     now = now_millis() if now is None else now
-    rows = list(mem.sql.rows(
-        "SELECT rowid, id, text, type, coalesce(agent_id, '') AS agent, created_at, meta FROM memories "
-        "WHERE user_id = ? AND retired_at IS NULL AND (valid_to IS NULL OR valid_to > ?) "
-        "ORDER BY created_at, id", (user, now)))
+    rows = memories.current_of_user(sql, user, now)
     if not include_turns:
         rows = [r for r in rows if json.loads(r["meta"]).get("kind") != "turn"]
     if len(rows) < 2:
         return []
     wanted = {r["rowid"] for r in rows}
-    dim = mem.sql.dim
     vectors: dict[int, Any] = {}
-    for rowid, blob in mem.sql.conn.execute("SELECT rowid, embedding FROM memories_vec WHERE user_id = ?",
-                                            (user,)):
-        if rowid in wanted and blob is not None and len(blob) == 4 * dim:
+    for rowid, blob in memories.user_vectors(sql, user):
+        if rowid in wanted and blob is not None and len(blob) == 4 * sql.dim:
             vectors[rowid] = blob
     scopes: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         if r["rowid"] in vectors:
             scopes.setdefault((r["agent"], r["type"]), []).append(r)
-
     groups = []
     for members in scopes.values():
-        if len(members) < 2:
-            continue
-        vecs = np.frombuffer(b"".join(vectors[r["rowid"]] for r in members), np.float32)
-        vecs = vecs.reshape(len(members), dim).astype(np.float64)
-        norms = np.linalg.norm(vecs, axis=1)
-        norms[norms == 0] = 1.0
-        vecs /= norms[:, None]
-        near: dict[int, list[int]] = {}
-        for start in range(0, len(members), _BLOCK):
-            sims = vecs[start:start + _BLOCK] @ vecs.T
-            for i, j in zip(*np.nonzero(sims >= threshold - 1e-9)):
-                i = int(i) + start
-                if int(j) > i:  # members are in age order: j is the younger one
-                    near.setdefault(i, []).append(int(j))
-        if not near:
-            continue
-        texts: dict[int, _Text] = {}
-
-        def text_of(i: int) -> _Text:
-            if i not in texts:
-                texts[i] = _Text(members[i]["text"], STOPWORDS)
-            return texts[i]
-
-        taken: set[int] = set()
-        for i in range(len(members)):
-            if i in taken or i not in near:
-                continue
-            merged = [j for j in near[i] if j not in taken and text_of(i).compatible(text_of(j))]
-            if not merged:
-                continue
-            taken.add(i)
-            taken.update(merged)
-            groups.append({"kept": members[i]["id"], "merged": [members[j]["id"] for j in merged],
-                           "texts": [members[k]["text"] for k in (i, *merged)],
-                           "_order": (members[i]["created_at"], members[i]["id"])})
+        if len(members) >= 2:
+            groups += _groups_in(members, vectors, sql.dim, threshold)
     groups.sort(key=lambda g: g.pop("_order"))
     return groups
 
 
-def consolidate(mem: Any, *, user: str | None = None, threshold: float = DEFAULT_THRESHOLD,
+def _near(members: list[dict], vectors: dict[int, Any], dim: int, threshold: float) -> dict[int, list[int]]:
+    """i -> the later members j whose cosine with member i is at least ``threshold``."""
+    import numpy as np
+
+    vecs = np.frombuffer(b"".join(vectors[r["rowid"]] for r in members), np.float32)
+    vecs = vecs.reshape(len(members), dim).astype(np.float64)
+    norms = np.linalg.norm(vecs, axis=1)
+    norms[norms == 0] = 1.0
+    vecs /= norms[:, None]
+    near: dict[int, list[int]] = {}
+    for start in range(0, len(members), _BLOCK):
+        sims = vecs[start:start + _BLOCK] @ vecs.T
+        for i, j in zip(*np.nonzero(sims >= threshold - 1e-9)):
+            i = int(i) + start
+            if int(j) > i:  # members are in age order: j is the younger one
+                near.setdefault(i, []).append(int(j))
+    return near
+
+
+def _groups_in(members: list[dict], vectors: dict[int, Any], dim: int, threshold: float) -> list[dict]:
+    """The groups of one scope and type (members oldest first); each carries ``_order``."""
+    near = _near(members, vectors, dim, threshold)
+    if not near:
+        return []
+    texts: dict[int, _Text] = {}
+
+    def text_of(i: int) -> _Text:
+        if i not in texts:
+            texts[i] = _Text(members[i]["text"], STOPWORDS)
+        return texts[i]
+
+    groups, taken = [], set()
+    for i in range(len(members)):
+        if i in taken or i not in near:
+            continue
+        merged = [j for j in near[i] if j not in taken and text_of(i).compatible(text_of(j))]
+        if not merged:
+            continue
+        taken.add(i)
+        taken.update(merged)
+        groups.append({"kept": members[i]["id"], "merged": [members[j]["id"] for j in merged],
+                       "texts": [members[k]["text"] for k in (i, *merged)],
+                       "_order": (members[i]["created_at"], members[i]["id"])})
+    return groups
+
+
+def consolidate(store: Any, *, user: str | None = None, threshold: float = DEFAULT_THRESHOLD,
                 dry_run: bool = False, include_turns: bool = False) -> dict:
     """See ``Memory.consolidate`` and the module docstring."""
     threshold = check_threshold(threshold)
-    user_name = mem.store.user(user)
-    groups = find_groups(mem, user=user_name, threshold=threshold, include_turns=include_turns)
+    user_name = store.user(user)
+    groups = find_groups(store.sql, user=user_name, threshold=threshold, include_turns=include_turns)
     merged = sum(len(g["merged"]) for g in groups)
     if groups and not dry_run:
         ts = now_millis()
-        with mem.log.write() as t:
+        with store.write() as t:
             for g in groups:
                 provenance: list = []
                 for memory_id in g["merged"]:
-                    for entry in mem.get(memory_id)["provenance"]:
+                    for entry in get_memory(store.sql, memory_id)["provenance"]:
                         if entry not in provenance:
                             provenance.append(entry)
-                t.append("memory.merge", {"into": g["kept"], "ids": g["merged"], "ts": ts, "user": user_name,
+                t.append(Kind.MEMORY_MERGE, {"into": g["kept"], "ids": g["merged"], "ts": ts, "user": user_name,
                                           "provenance": provenance})
-        mem.store.catch_up()
+        store.catch_up()
     return {"user": user_name, "threshold": threshold, "dry_run": bool(dry_run), "groups": groups,
             "merged": merged}
-
-
-def merged_ids(p: dict) -> list[str]:
-    """The ids a ``memory.merge`` payload retires: ``ids`` without ``into``, each once."""
-    return [i for i in dict.fromkeys(p.get("ids") or []) if i != p["into"]]
-
-
-# -- the projection of memory.merge (called by projection.apply_sql_side) ----------------
-def apply_merge(sql: Any, p: dict, retire: Any) -> None:
-    """``memory.merge`` {into, ids, ts, user, provenance}: retire each of ``ids`` in favour
-    of ``into`` (through ``retire``, projection's memory.retire rule; an absent id is
-    skipped), and give ``into`` (when present) the payload's provenance (set union,
-    arrival order), one confirmation per merged id and updated_at = max(updated_at, ts).
-
-    Nothing here reads the merged rows, so the result does not depend on whether they
-    were forgotten since: the live store and a replay of the log agree."""
-    c = sql.conn
-    into, ts = p["into"], int(p["ts"])
-    ids = merged_ids(p)
-    for memory_id in ids:
-        retire(sql, {"id": memory_id, "retired_at": ts, "by": into, "reason": "merged"})
-    row = c.execute("SELECT provenance, updated_at FROM memories WHERE id=?", (into,)).fetchone()
-    if row is None or not ids:
-        return
-    provenance = json.loads(row[0])
-    for entry in p.get("provenance") or []:
-        if entry not in provenance:
-            provenance.append(entry)
-    c.execute("UPDATE memories SET confirmations = confirmations + ?, provenance = ?, updated_at = ? "
-              "WHERE id = ?", (len(ids), json.dumps(provenance, ensure_ascii=False), max(int(row[1]), ts), into))

@@ -43,234 +43,44 @@ conflict: unrelated facts must never be retired).  A fact is negated when it
 says so (``"negated": true``) or, failing that, when its text does ("no longer",
 "not ... anymore", "stopped", "quit"); a negated fact gets no graph edge.
 
-Storing (:func:`store_facts`, behind ``Memory.add_fact`` / ``Memory.add_facts``): each
-fact is reconciled, then written as its ops: ``memory.add`` (or ``memory.confirm``), the
+Storing (:class:`Facts`, ``mem.facts.add`` / ``mem.facts.add_many``): each fact is
+reconciled (reads), planned (:func:`plan_fact`, pure: which ops, given the decision and
+the known nodes and edges), then its ops are committed: ``memory.add`` (or ``memory.confirm``), the
 subject and object nodes (``kg.node``, an existing node of the user with the same type and
 normalised name is reused, else an untyped ``entity`` node of that name), the edge subject -predicate-> object (``kg.edge``), the
 mentions, and for each replaced fact ``memory.retire``, ``kg.edge.retire`` and a
-``contradicts`` link (brandmind/graph.py describes the graph).
+``contradicts`` link (brandmind/graph.py describes the graph).  ``mem.facts.history``
+follows a fact's versions.  The SQL is in brandmind/storage/memories.py and storage/graph.py.
 """
 from __future__ import annotations
 
-import json
-import re
-import unicodedata
-from dataclasses import asdict, dataclass, field, replace
-from functools import lru_cache
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterable, Sequence
 
 from . import validate
 from .clock import new_id, now_millis, parse_time
-from .errors import BMError, InvalidInput
-from .extract import Fact
+from .errors import BMError, InvalidInput, NotFound
 from .extract.predicates import normalize_predicate
+from .factrules import (ACTIONS, ANTONYMS, FACT_KEYS, FUNCTIONAL, LINK_TYPES, MULTI_VALUED, SIMILAR, VERDICTS,
+                        Arbiter, FactInput, RuleArbiter, coerce_fact, default_arbiter, norm, predicate_name)
+from .ops import Kind
+from .projection import apply_sql_side
+from .storage import graph as kg
+from .storage import memories, search
+from .storage.memories import memory_out
+from .storage.search import current_sql
 
-# single-valued predicates: a new object replaces the old one
-FUNCTIONAL = frozenset({"name", "lives_in", "works_at", "works_as", "is_married_to", "age", "diet", "birthday",
-                        "born_on", "birth_year"})
-# multi-valued ones named in the shared vocabulary (any other predicate is multi-valued too)
-MULTI_VALUED = frozenset({"likes", "dislikes", "has", "friend_of", "visited", "attended", "plans",
-                          "decided", "moved_to", "started", "partner_of", "child_of", "parent_of",
-                          "sibling_of", "loves", "hates", "moved_from"})
-ANTONYMS = {"likes": "dislikes", "dislikes": "likes", "loves": "hates", "hates": "loves"}
-VERDICTS = ("duplicate", "update", "contradiction", "unrelated")
-ACTIONS = ("added", "confirmed", "updated", "contradicted")
-LINK_TYPES = ("extends", "contradicts", "supports", "example_of", "part_of", "relates_to", "answers",
-              "caused_by", "temporal")
-SIMILAR = 0.8  # cosine from which a free-text fact about the same subject is a candidate
-
-_PREDICATE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-_NEGATION = re.compile(r"\bno longer\b|\bnot\b[^.;]*\bany ?more\b|n't\b[^.;]*\bany ?more\b|"
-                       r"\bnever again\b|\bstopped\b|\bquit\b", re.IGNORECASE)
-_EDGE_PUNCT = " \t\r\n.,;:!?\"'`()[]{}"
-_ARTICLE = re.compile(r"^(the|a|an) ")
-FACT_KEYS = ("text", "subject", "predicate", "object", "type", "valid_from", "valid_to", "confidence",
-             "subject_type", "object_type", "sources", "negated", "importance", "meta", "ts", "user",
-             "agent")
-_TEMPLATES = {"name": "{s}'s name is {o}", "age": "{s} is {o} years old",
-              "is_married_to": "{s} is married to {o}", "works_as": "{s} works as {o}"}
-
-
-@lru_cache(maxsize=1 << 16)
-def norm(value: str | None) -> str:
-    """The comparison form of a name or object: NFKC, case-folded, single spaces, no
-    surrounding punctuation, no leading article ("The Lisbon office" ~ "lisbon office")."""
-    if value is None:
-        return ""
-    s = " ".join(unicodedata.normalize("NFKC", str(value)).casefold().split()).strip(_EDGE_PUNCT)
-    return _ARTICLE.sub("", s)
-
-
-def predicate_name(value: Any) -> str:
-    """A predicate as stored: snake_case ASCII ("Lives in" -> "lives_in")."""
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput("a fact needs a predicate", hint='e.g. "predicate": "lives_in"')
-    p = normalize_predicate(value)
-    if not _PREDICATE.match(p):
-        raise InvalidInput(f"invalid predicate {value!r}",
-                           hint="a predicate is a snake_case verb of letters, digits and _, "
-                                "e.g. lives_in, works_at, likes")
-    return p
-
-
-# -- the new fact ------------------------------------------------------------------------
-@dataclass
-class FactInput(Fact):
-    """A validated fact on its way in: an extracted ``Fact`` plus the memory's importance."""
-    importance: float = 0.5
-    ts: int | None = None
-    user: str | None = None
-    agent: str | None = None
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-def _short(value: Any, what: str, limit: int) -> str:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and what == "object":
-        value = str(value)  # "age": 31
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(f"a fact needs a non-empty {what}",
-                           hint='e.g. {"subject": "Ann", "predicate": "lives_in", "object": "Lisbon"}')
-    value = " ".join(validate.text(value, what=what).split())
-    if len(value) > limit:
-        raise InvalidInput(f"the {what} is {len(value)} characters, over {limit}",
-                           hint=f"keep the {what} short; put the details in \"text\"")
-    return value
-
-
-def coerce_fact(obj: Any, *, max_chars: int = 16000) -> FactInput:
-    """A FactInput from a dict (JSON), a ``brandmind.extract.Fact`` or a FactInput;
-    InvalidInput naming the field otherwise.  Times are ISO 8601 or epoch s/ms."""
-    if isinstance(obj, FactInput):
-        return obj
-    if isinstance(obj, dict):
-        unknown = sorted(set(obj) - set(FACT_KEYS))
-        if unknown:
-            raise InvalidInput(f"unknown fact field(s): {', '.join(map(str, unknown))}",
-                               hint="a fact has: " + ", ".join(FACT_KEYS))
-        get = obj.get
-    elif hasattr(obj, "subject") and hasattr(obj, "predicate"):
-        def get(key: str, default: Any = None) -> Any:
-            return getattr(obj, key, default)
-    else:
-        raise InvalidInput(f"a fact must be a JSON object, got {type(obj).__name__}",
-                           hint='e.g. {"subject": "Ann", "predicate": "lives_in", "object": "Lisbon"}')
-    subject = _short(get("subject"), "subject", 256)
-    predicate = predicate_name(get("predicate"))
-    obj_ = _short(get("object"), "object", 1000)
-    valid_from = parse_time(get("valid_from"), field="valid_from")
-    valid_to = parse_time(get("valid_to"), field="valid_to")
-    if valid_from is not None and valid_to is not None and valid_to <= valid_from:
-        raise InvalidInput("valid_to must be after valid_from",
-                           hint='e.g. "valid_from": "2020-01-01", "valid_to": "2024-05-01"')
-    negated = get("negated")
-    if negated is not None and not isinstance(negated, bool):
-        raise InvalidInput(f"negated must be true or false, got {negated!r}", hint='e.g. "negated": true')
-    text = get("text")
-    if text is None or (isinstance(text, str) and not text.strip()):
-        text = _sentence(subject, predicate, obj_, bool(negated))
-    text = validate.text(text, limit=max_chars)
-    if negated is None:  # "stopped"/"quit" may be the predicate itself ("Ann quit smoking")
-        found = _NEGATION.search(text)
-        negated = bool(found) and not set(found.group(0).casefold().split()) & set(predicate.split("_"))
-    confidence = get("confidence")
-    confidence = 0.8 if confidence is None else _unit(confidence, "confidence")
-    importance = get("importance")
-    importance = 0.5 if importance is None else validate.importance(importance)
-    sources = get("sources") or []
-    if isinstance(sources, str) or not all(isinstance(s, str) and s for s in sources):
-        raise InvalidInput("sources must be a list of bead ids", hint='e.g. "sources": ["b_01h..."]')
-    user, agent = get("user"), get("agent")
-    return FactInput(
-        text=text, subject=subject, predicate=predicate, object=obj_,
-        type=validate.memory_type(get("type") or "fact"), valid_from=valid_from, valid_to=valid_to,
-        confidence=confidence,
-        subject_type=validate.name(get("subject_type") or "person", what="subject_type"),
-        object_type=validate.name(get("object_type") or "entity", what="object_type"),
-        sources=list(dict.fromkeys(sources)), negated=negated, importance=importance,
-        meta=validate.meta(get("meta")), ts=parse_time(get("ts"), field="ts"),
-        user=validate.name(user, what="user") if user is not None else None,
-        agent=validate.name(agent, what="agent") if agent is not None else None)
-
-
-def _unit(value: Any, what: str) -> float:
-    try:
-        number = float(value) if not isinstance(value, bool) else float("nan")
-    except (TypeError, ValueError):
-        number = float("nan")
-    if not 0.0 <= number <= 1.0:
-        raise InvalidInput(f"{what} must be a number from 0 to 1, got {value!r}", hint=f'e.g. "{what}": 0.8')
-    return number
-
-
-def _sentence(subject: str, predicate: str, obj: str, negated: bool) -> str:
-    if negated:
-        return f"{subject} no longer {predicate.replace('_', ' ')} {obj}"
-    template = _TEMPLATES.get(predicate, "{s} {p} {o}")
-    return template.format(s=subject, p=predicate.replace("_", " "), o=obj)
-
-
-# -- arbiters --------------------------------------------------------------------------------
-class Arbiter(Protocol):
-    """Judges a new fact against candidate facts.
-
-    ``new_fact`` is a dict with the fields of :class:`FactInput` (text, subject, predicate,
-    object, negated, valid_from, valid_to, ts, ...); each candidate is a dict with ``id, text,
-    subject, predicate, object, negated, valid_from, valid_to, ts, recorded_at, similarity``
-    (cosine to the new fact, or None when it matched on subject and predicate).  Returns
-    ``(candidate id, verdict)`` pairs, verdict one of :data:`VERDICTS`; candidates left out
-    are unrelated."""
-
-    def decide(self, new_fact: dict, candidates: list[dict]) -> list[tuple[str, str]]: ...
-
-
-class RuleArbiter:
-    """The offline default: only exact, explainable conflicts (see the module docstring)."""
-
-    name = "rules"
-
-    def decide(self, new_fact: dict, candidates: list[dict]) -> list[tuple[str, str]]:
-        p, neg = new_fact["predicate"], bool(new_fact.get("negated"))
-        obj, text = norm(new_fact["object"]), norm(new_fact["text"])
-        out = []
-        for c in candidates:
-            same_obj = norm(c.get("object")) == obj
-            c_neg = bool(c.get("negated"))
-            if c.get("predicate") == p:
-                if same_obj:
-                    verdict = "duplicate" if c_neg == neg else "contradiction"
-                elif p in FUNCTIONAL and not neg and not c_neg:
-                    verdict = "update"
-                else:
-                    verdict = "unrelated"
-            elif ANTONYMS.get(p) == c.get("predicate") and same_obj and not neg and not c_neg:
-                verdict = "contradiction"
-            elif norm(c.get("text")) == text:
-                verdict = "duplicate"
-            else:
-                verdict = "unrelated"
-            out.append((c["id"], verdict))
-        return out
-
-
-def default_arbiter(config: Any) -> Arbiter:
-    """The LLM arbiter when config ``extractor = "llm"`` and it is installed, else the rules."""
-    if getattr(config, "extractor", None) == "llm":
-        try:
-            from .extract.llm import LLMArbiter  # type: ignore[import-not-found]
-        except ImportError:
-            return RuleArbiter()
-        if hasattr(LLMArbiter, "from_config"):
-            return LLMArbiter.from_config(config)
-        return LLMArbiter(config)
-    return RuleArbiter()
-
+# (re-exported: the vocabulary and validation of facts live in factrules.py, the SQL in storage/)
+__all__ = ["Facts", "Decision", "Planned", "reconcile", "judge", "plan_fact", "plan_node", "get_memory",
+           "ensure_norm", "spellings", "subject_facts", "current_sql", "memory_out",
+           "ACTIONS", "ANTONYMS", "FACT_KEYS", "FUNCTIONAL", "LINK_TYPES", "MULTI_VALUED", "SIMILAR", "VERDICTS",
+           "Arbiter", "FactInput", "RuleArbiter", "coerce_fact", "default_arbiter", "norm", "normalize_predicate",
+           "predicate_name"]
 
 # -- reconciliation ------------------------------------------------------------------------------
 @dataclass
 class Decision:
-    """What to do with a new fact (applied by ``Memory.add_facts``)."""
+    """What to do with a new fact (applied by ``Facts.add_many``)."""
     action: str                                   # one of ACTIONS
     candidates: list[dict] = field(default_factory=list)
     verdicts: list[tuple[str, str]] = field(default_factory=list)
@@ -282,20 +92,24 @@ class Decision:
     arbiter: str = "rules"
 
 
-def _ensure_norm_function(sql: Any) -> None:
-    """``bm_norm(text)`` in SQL (the connection's own function; nothing stored uses it)."""
-    if not getattr(sql, "_bm_norm", False):
-        sql.conn.create_scalar_function("bm_norm", norm, 1, deterministic=True)
-        sql.conn.create_scalar_function("bm_predicate", normalize_predicate, 1, deterministic=True)
-        sql._bm_norm = True
+def ensure_norm(sql: Any) -> None:
+    """``bm_norm(text)`` (:func:`norm`) and ``bm_predicate(text)`` (:func:`normalize_predicate`)
+    in SQL, for the queries that compare normalised names."""
+    memories.add_functions(sql, norm, normalize_predicate)
+
+
+def get_memory(sql: Any, memory_id: str) -> dict:
+    """A memory by id (``storage.memories.memory_out``); NotFound otherwise."""
+    found = memories.row(sql, memory_id)
+    if found is None:
+        raise NotFound(f"no memory {memory_id!r}", hint="list ids with `bm memories list`")
+    return memory_out(found)
 
 
 def spellings(sql: Any, user: str, subject: str) -> list[str]:
     """The stored spellings of ``subject`` among the user's facts ("Ann", "ann", "ANN ")."""
     key = norm(subject)
-    return [s for (s,) in sql.conn.execute(
-        "SELECT DISTINCT subject FROM memories WHERE user_id = ? AND subject IS NOT NULL", (user,))
-        if norm(s) == key]
+    return [s for s in memories.subjects(sql, user) if norm(s) == key]
 
 
 def subject_facts(sql: Any, user: str, subject: str, agent: str | None = None, *,
@@ -308,28 +122,13 @@ def subject_facts(sql: Any, user: str, subject: str, agent: str | None = None, *
     names = spellings(sql, user, subject)
     if not names:
         return []
-    where = [f"subject IN ({','.join('?' * len(names))})"]
-    args: list[Any] = [user, *names]
-    if current:
-        where.append("retired_at IS NULL")
-    if agent is None:
-        where.append("agent_id IS NULL")
-    else:
-        where.append("(agent_id IS NULL OR agent_id = ?)")
-        args.append(agent)
-    if predicates is not None:  # compared normalised: rows projected before predicates were
-        _ensure_norm_function(sql)
-        where.append(f"bm_predicate(predicate) IN ({','.join('?' * len(predicates))})")
-        args.extend(normalize_predicate(p) for p in predicates)
-    for column, value in (("object", object), ("text", text)):
-        if value is not None:
-            _ensure_norm_function(sql)
-            where.append(f"bm_norm({column}) = ?")
-            args.append(norm(value))
-    rows = sql.rows(
-        "SELECT rowid, id, text, subject, predicate, object, valid_from, valid_to, created_at AS ts, "
-        "recorded_at, retired_at, coalesce(json_extract(meta, '$.negated'), 0) AS negated "
-        f"FROM memories WHERE user_id = ? AND {' AND '.join(where)} ORDER BY recorded_at, id", tuple(args))
+    if predicates is not None or object is not None or text is not None:
+        ensure_norm(sql)
+    rows = memories.facts_about(
+        sql, user, names, agent, current=current,
+        predicates=[normalize_predicate(p) for p in predicates] if predicates is not None else None,
+        object_norm=norm(object) if object is not None else None,
+        text_norm=norm(text) if text is not None else None)
     return [{**r, "negated": bool(r["negated"]), "predicate": normalize_predicate(r["predicate"])} for r in rows]
 
 
@@ -352,36 +151,22 @@ def _similar(sql: Any, rows: list[dict], vec: Sequence[float]) -> list[tuple[dic
     if not rows or not q_norm:
         return []
     by_rowid = {r["rowid"]: r for r in rows}
-    ids, mats = [], []
-    keys = list(by_rowid)
-    for i in range(0, len(keys), 500):
-        chunk = keys[i:i + 500]
-        for rowid, blob in sql.conn.execute(
-                f"SELECT rowid, embedding FROM memories_vec WHERE rowid IN ({','.join('?' * len(chunk))})", chunk):
-            ids.append(rowid)
-            mats.append(np.frombuffer(blob, dtype=np.float32))
-    if not ids:
+    found = search.vectors_of(sql, list(by_rowid), chunk=500)
+    if not found:
         return []
-    m = np.vstack(mats)
+    ids = [rowid for rowid, _ in found]
+    m = np.vstack([np.frombuffer(blob, dtype=np.float32) for _, blob in found])
     sims = (m @ q) / (np.linalg.norm(m, axis=1) * q_norm + 1e-12)
     return [(by_rowid[rowid], float(sim)) for rowid, sim in zip(ids, sims) if sim >= SIMILAR]
 
 
-def reconcile(sql: Any, fact: Any, user: str, agent: str | None,
-              embed: Callable[[str], Sequence[float]] | None, *, arbiter: Arbiter | None = None,
-              now: int | None = None) -> Decision:
-    """Decide what a new fact does to the user's current facts (reads only; see the module
-    docstring).  ``embed`` maps the fact's text to its vector (None: no vector candidates)."""
-    fact = coerce_fact(fact)
-    now = now if now is not None else now_millis()
-    ts = fact.ts if fact.ts is not None else now
-    arbiter = arbiter or RuleArbiter()
+def _candidates(sql: Any, fact: FactInput, user: str, agent: str | None,
+                embed: Callable[[str], Sequence[float]] | None, rules_only: bool) -> list[dict]:
+    """The current facts a new fact is judged against (see the module docstring)."""
     related = [p for p in (fact.predicate, ANTONYMS.get(fact.predicate)) if p]
-    candidates = []
-    others = []
+    candidates, others = [], []
     obj = norm(fact.object)
     # the rules only ever match the same text among the other facts: no need to rank them all
-    rules_only = type(arbiter) is RuleArbiter
     rows = subject_facts(sql, user, fact.subject, agent, predicates=related if rules_only else None,
                          object=fact.object if rules_only and fact.predicate not in FUNCTIONAL else None)
     if rules_only:
@@ -404,26 +189,17 @@ def reconcile(sql: Any, fact: Any, user: str, agent: str | None,
     for row in candidates:
         row.pop("rowid", None)
         row.pop("retired_at", None)
-    new = fact.as_dict()
-    new["ts"] = ts
-    decision = Decision(action="added", candidates=candidates, valid_from=fact.valid_from,
-                        valid_to=fact.valid_to, arbiter=getattr(arbiter, "name", type(arbiter).__name__))
-    if not candidates:
-        return decision
-    try:
-        verdicts = list(arbiter.decide(new, [dict(c) for c in candidates]))
-    except BMError as exc:  # an unreachable LLM must not lose the fact: the rules decide
-        verdicts = RuleArbiter().decide(new, [dict(c) for c in candidates])
-        decision.arbiter = f"rules ({decision.arbiter} failed: {exc.message})"
-    by_id = {c["id"]: c for c in candidates}
-    clean = []
-    for cid, verdict in verdicts:
-        if cid in by_id and verdict in VERDICTS:
-            clean.append((cid, verdict))
-    decision.verdicts = clean
+    return candidates
+
+
+def judge(decision: Decision, fact: FactInput, ts: int, verdicts: list[tuple[str, str]]) -> list[tuple[int, str]]:
+    """Apply the arbiter's verdicts to ``decision`` (pure; see the module docstring for the
+    rules with world time).  Returns ``(start, id)`` of the current facts the new one is an
+    older version of (empty: it is not)."""
+    by_id = {c["id"]: c for c in decision.candidates}
     new_start = fact.valid_from if fact.valid_from is not None else ts
     duplicates, replaced, newer = [], [], []
-    for cid, verdict in clean:
+    for cid, verdict in verdicts:
         c = by_id[cid]
         old_start = c["valid_from"] if c["valid_from"] is not None else c["ts"]
         if verdict == "unrelated":
@@ -443,14 +219,42 @@ def reconcile(sql: Any, fact: Any, user: str, agent: str | None,
             replaced.append((cid, verdict, new_start))
     if duplicates:
         decision.action, decision.confirm = "confirmed", duplicates[0]
-        return decision
+        return []
     if replaced:
         decision.retire = replaced
         decision.action = "updated" if any(v == "update" for _, v, _ in replaced) else "contradicted"
         if decision.valid_from is None and any(vt == new_start for _, _, vt in replaced):
             decision.valid_from = new_start  # the old interval ends where the new one begins
+    return newer
+
+
+def reconcile(sql: Any, fact: Any, user: str, agent: str | None,
+              embed: Callable[[str], Sequence[float]] | None, *, arbiter: Arbiter | None = None,
+              now: int | None = None) -> Decision:
+    """Decide what a new fact does to the user's current facts (reads only; see the module
+    docstring).  ``embed`` maps the fact's text to its vector (None: no vector candidates)."""
+    fact = coerce_fact(fact)
+    now = now if now is not None else now_millis()
+    ts = fact.ts if fact.ts is not None else now
+    arbiter = arbiter or RuleArbiter()
+    candidates = _candidates(sql, fact, user, agent, embed, type(arbiter) is RuleArbiter)
+    new = fact.as_dict()
+    new["ts"] = ts
+    decision = Decision(action="added", candidates=candidates, valid_from=fact.valid_from,
+                        valid_to=fact.valid_to, arbiter=getattr(arbiter, "name", type(arbiter).__name__))
+    if not candidates:
+        return decision
+    try:
+        verdicts = list(arbiter.decide(new, [dict(c) for c in candidates]))
+    except BMError as exc:  # an unreachable LLM must not lose the fact: the rules decide
+        verdicts = RuleArbiter().decide(new, [dict(c) for c in candidates])
+        decision.arbiter = f"rules ({decision.arbiter} failed: {exc.message})"
+    ids = {c["id"] for c in candidates}
+    decision.verdicts = [(cid, verdict) for cid, verdict in verdicts if cid in ids and verdict in VERDICTS]
+    newer = judge(decision, fact, ts, decision.verdicts)
     if newer:
         start, cid = min(newer)
+        new_start = fact.valid_from if fact.valid_from is not None else ts
         # it ends where the next known version begins, which may be a retired one
         # (Berlin 2010, learned after Lisbon 2024 was replaced by Porto 2025, ends in 2024)
         for row in _retired_versions(sql, user, fact, agent):
@@ -463,183 +267,275 @@ def reconcile(sql: Any, fact: Any, user: str, agent: str | None,
     return decision
 
 
-# -- "currently true" / "true as of" ------------------------------------------------------------
-def current_sql(alias: str = "m", as_of: str | int | None = None, *, now: int | None = None) -> tuple[str, list]:
-    """A WHERE fragment (and its args) keeping the memories true now, or true as of a date.
-
-    Now: not retired by then and not ended (``valid_to`` in the future or unknown).  As of D (world
-    time): ``valid_from <= D < valid_to`` (unknown ends are open), minus the memories retired
-    as corrections (``retired_at`` set, ``valid_to`` NULL: they were never true).  System time
-    is not filtered for --as-of: what bm learned later about D counts."""
-    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", alias):
-        raise ValueError(f"bad table alias {alias!r}")
-    a = alias
-    if as_of is None:
-        t = now if now is not None else now_millis()
-        return (f"(({a}.retired_at IS NULL OR {a}.retired_at > ?) AND ({a}.valid_to IS NULL OR {a}.valid_to > ?))",
-                [t, t])
-    d = parse_time(as_of, field="as_of") if not isinstance(as_of, int) else as_of
-    return (f"(({a}.valid_from IS NULL OR {a}.valid_from <= ?) AND ({a}.valid_to IS NULL OR {a}.valid_to > ?) "
-            f"AND NOT ({a}.retired_at IS NOT NULL AND {a}.valid_to IS NULL))", [d, d])
+# -- storing facts: a pure plan per fact, then its ops committed ----------------------------------
+@dataclass
+class Planned:
+    """The ops of one fact and what ``Facts.add`` reports about it."""
+    ops: list[tuple[str, dict]]
+    result: dict
 
 
+def plan_node(nodes: dict[tuple[str, str], str], ops: list, u: str, name: str, type_: str, now: int) -> str:
+    """The id of the user's node for ``name``: a known one (``nodes``: (type, normalised
+    name) -> id; an untyped ``entity`` node of that name will do), else a new one (its
+    ``kg.node`` op appended to ``ops``, its key added to ``nodes``)."""
+    key = (type_, norm(name))
+    if key not in nodes and ("entity", key[1]) in nodes:
+        key = ("entity", key[1])  # an untyped node of that name (`bm kg link Ann ...`) is the one
+    if key not in nodes:
+        nodes[key] = new_id("n")
+        ops.append((Kind.KG_NODE, {"id": nodes[key], "user": u, "type": type_, "name": name,
+                                "labels": [], "meta": {}, "ts": now}))
+    return nodes[key]
 
-# -- storing facts (Memory.add_fact / Memory.add_facts) -------------------------------------------
-def store_facts(mem: Any, facts: Iterable[Any], *, user: str | None = None, agent: str | None = None,
-                ts: str | int | None = None, sources: Iterable[str] = (), arbiter: Any = None,
-                source: str = "fact", chunk: int = 256) -> list[dict]:
-    """``Memory.add_facts``: validate every fact, reconcile each with the current facts and
-    the earlier ones of the batch, and append its ops; with the rules, ``chunk`` facts make
-    one op-log transaction (another arbiter takes them one at a time)."""
-    import numpy as np
 
-    from .projection import apply_sql_side
+def _contradicts(u: str, src: str, dst: str, verdict: str, now: int) -> tuple[str, dict]:
+    return (Kind.KG_EDGE, {"id": new_id("e"), "src": src, "dst": dst, "predicate": "contradicts",
+                        "weight": 1.0, "evidence": [], "meta": {"verdict": verdict}, "ts": now, "user": u})
 
-    items = []
-    facts = list(facts)
-    default_ts = parse_time(ts, field="ts")
-    extra = [validate.name(s, what="source bead id") for s in sources]
-    for n, raw in enumerate(facts, 1):
-        try:
-            item = coerce_fact(raw, max_chars=mem.config.max_memory_chars)
-        except InvalidInput as exc:
-            if len(facts) > 1:
-                exc.message = f"fact {n}: {exc.message}"
-            raise
-        items.append(replace(
-            item, user=mem.store.user(item.user if item.user is not None else user),
-            agent=item.agent if item.agent is not None else (
-                validate.name(agent, what="agent") if agent is not None else None),
-            ts=item.ts if item.ts is not None else default_ts,
-            sources=list(dict.fromkeys([*item.sources, *extra]))))
-    if not items:
-        return []
-    arbiter = arbiter if arbiter is not None else default_arbiter(mem.config)
-    now = now_millis()
-    vectors: dict[str, bytes] = {}
-    missing = []
-    for item in items:
-        if item.text not in vectors:
-            raw_vec = mem.log.cached_vector(mem.sql.model, item.text)
-            if raw_vec is not None and len(raw_vec) == 4 * mem.sql.dim:
-                vectors[item.text] = raw_vec
-            else:
-                vectors[item.text] = b""
-                missing.append(item.text)
-    if missing:
-        for text, vec in zip(missing, mem.store.embed_docs(missing)):
-            vectors[text] = vec.tobytes()
-    _ensure_norm_function(mem.sql)
-    mem.store.catch_up()
-    ops: list[tuple[str, dict]] = []
-    node_ids: dict[str, dict[tuple[str, str], str]] = {}  # user -> (type, norm name) -> node id
-    results: list[dict] = []
-    c = mem.sql.conn
 
-    def node_for(u: str, name: str, type_: str) -> str:
-        if u not in node_ids:  # the user's nodes, read once per batch
-            node_ids[u] = {}
-            for node_id, node_type, node_name in mem.sql.conn.execute(
-                    "SELECT id, type, name FROM kg_nodes WHERE user_id=? ORDER BY created_at DESC, id DESC", (u,)):
-                node_ids[u][(node_type, norm(node_name))] = node_id  # the oldest wins
-        key = (type_, norm(name))
-        if key not in node_ids[u] and ("entity", key[1]) in node_ids[u]:
-            key = ("entity", key[1])  # an untyped node of that name (`bm kg link Ann ...`) is the one
-        if key not in node_ids[u]:
-            node_ids[u][key] = new_id("n")
-            ops.append(("kg.node", {"id": node_ids[u][key], "user": u, "type": type_, "name": name,
-                                    "labels": [], "meta": {}, "ts": now}))
-        return node_ids[u][key]
+def _retire_ops(item: FactInput, d: Decision, mid: str, edge_id: str | None, old_edges: dict[str, list[str]],
+                now: int) -> tuple[list[tuple[str, dict]], list[str]]:
+    """The ops retiring what the new fact ``mid`` replaces (or ``mid`` itself, when it is an
+    older version of a current fact), and the ids retired."""
+    u, ops, retired = item.user, [], []
+    for old, verdict, valid_to in d.retire:
+        ops.append((Kind.MEMORY_RETIRE, {"id": old, "user": u, "retired_at": now,
+                                      "valid_to": valid_to, "by": mid, "reason": verdict}))
+        ops += [(Kind.KG_EDGE_RETIRE, {"id": edge, "retired_at": now, "valid_to": valid_to})
+                for edge in old_edges.get(old, [])]
+        ops.append(_contradicts(u, mid, old, verdict, now))
+        retired.append(old)
+    if d.superseded_by:  # the new fact is an older version of a current one
+        ops.append((Kind.MEMORY_RETIRE, {"id": mid, "user": u, "retired_at": now, "valid_to": d.valid_to,
+                                      "by": d.superseded_by, "reason": "older version"}))
+        if edge_id:
+            ops.append((Kind.KG_EDGE_RETIRE, {"id": edge_id, "retired_at": now, "valid_to": d.valid_to}))
+        ops.append(_contradicts(u, d.superseded_by, mid, "older version", now))
+        retired.append(mid)
+    return ops, retired
 
-    def link(u: str, src: str, dst: str, verdict: str) -> None:
-        ops.append(("kg.edge", {"id": new_id("e"), "src": src, "dst": dst, "predicate": "contradicts",
-                                "weight": 1.0, "evidence": [], "meta": {"verdict": verdict},
-                                "ts": now, "user": u}))
 
-    def plan(item: Any) -> dict:
-        """Reconcile one fact and append its ops; returns its result."""
-        u = item.user
-        vec = np.frombuffer(vectors[item.text], dtype=np.float32)
-        d = reconcile(mem.sql, item, u, item.agent, lambda _text, v=vec: v, arbiter=arbiter, now=now)
-        item_ts = item.ts if item.ts is not None else now
-        provenance = [{"bead": b} for b in item.sources]
-        result = {"action": d.action, "retired": [], "arbiter": d.arbiter,
-                  "verdicts": [{"id": cid, "verdict": v} for cid, v in d.verdicts]}
-        if d.action == "confirmed":
-            ops.append(("memory.confirm", {"id": d.confirm, "user": u, "ts": item_ts,
-                                           "provenance": provenance}))
-            result["id"] = d.confirm
-        else:
-            mid = new_id("m")
-            meta = {**item.meta, "confidence": item.confidence}
-            if item.negated:
-                meta["negated"] = True
-            ops.append(("memory.add", {
-                "id": mid, "text": item.text, "type": item.type, "user": u, "agent": item.agent,
-                "importance": item.importance, "meta": meta, "source": source,
-                "provenance": provenance, "valid_from": d.valid_from, "valid_to": d.valid_to,
-                "ts": item_ts, "subject": item.subject, "predicate": item.predicate,
-                "object": item.object}))
-            s_node = node_for(u, item.subject, item.subject_type)
-            o_node = node_for(u, item.object, item.object_type)
-            edge_id = None
-            if not item.negated:  # "no longer likes X" is no edge likes X
-                edge_id = new_id("e")
-                ops.append(("kg.edge", {
-                    "id": edge_id, "src": s_node, "dst": o_node, "predicate": item.predicate,
-                    "weight": item.confidence, "evidence": [mid], "meta": {}, "ts": now,
-                    "valid_from": d.valid_from, "valid_to": d.valid_to, "user": u}))
-            for node in dict.fromkeys((s_node, o_node)):
-                ops.append(("kg.mention", {"node": node, "memory": mid}))
-            for old, verdict, valid_to in d.retire:
-                ops.append(("memory.retire", {"id": old, "user": u, "retired_at": now,
-                                              "valid_to": valid_to, "by": mid, "reason": verdict}))
-                for (edge,) in c.execute("SELECT id FROM kg_edges WHERE evidence=? AND retired_at IS NULL",
-                                         (json.dumps([old]),)).fetchall():
-                    ops.append(("kg.edge.retire", {"id": edge, "retired_at": now, "valid_to": valid_to}))
-                link(u, mid, old, verdict)
-                result["retired"].append(old)
-            if d.superseded_by:  # the new fact is an older version of a current one
-                ops.append(("memory.retire", {"id": mid, "user": u, "retired_at": now,
-                                              "valid_to": d.valid_to, "by": d.superseded_by,
-                                              "reason": "older version"}))
-                if edge_id:
-                    ops.append(("kg.edge.retire", {"id": edge_id, "retired_at": now,
-                                                   "valid_to": d.valid_to}))
-                link(u, d.superseded_by, mid, "older version")
-                result["retired"].append(mid)
-            result["id"] = mid
-        return result
+def plan_fact(item: FactInput, d: Decision, *, nodes: dict[tuple[str, str], str],
+              old_edges: dict[str, list[str]], now: int, source: str) -> Planned:
+    """The ops storing one reconciled fact (no I/O): ``memory.confirm``, or ``memory.add``
+    with its nodes (``nodes``: the user's, see :func:`plan_node`), edge and mentions, and
+    the retirements of ``d`` (``old_edges``: replaced fact id -> its current edges)."""
+    u = item.user
+    item_ts = item.ts if item.ts is not None else now
+    provenance = [{"bead": b} for b in item.sources]
+    result = {"action": d.action, "retired": [], "arbiter": d.arbiter,
+              "verdicts": [{"id": cid, "verdict": v} for cid, v in d.verdicts]}
+    if d.action == "confirmed":
+        result["id"] = d.confirm
+        return Planned([(Kind.MEMORY_CONFIRM, {"id": d.confirm, "user": u, "ts": item_ts,
+                                            "provenance": provenance})], result)
+    mid = new_id("m")
+    meta = {**item.meta, "confidence": item.confidence}
+    if item.negated:
+        meta["negated"] = True
+    ops: list[tuple[str, dict]] = [(Kind.MEMORY_ADD, {
+        "id": mid, "text": item.text, "type": item.type, "user": u, "agent": item.agent,
+        "importance": item.importance, "meta": meta, "source": source,
+        "provenance": provenance, "valid_from": d.valid_from, "valid_to": d.valid_to,
+        "ts": item_ts, "subject": item.subject, "predicate": item.predicate, "object": item.object})]
+    s_node = plan_node(nodes, ops, u, item.subject, item.subject_type, now)
+    o_node = plan_node(nodes, ops, u, item.object, item.object_type, now)
+    edge_id = None
+    if not item.negated:  # "no longer likes X" is no edge likes X
+        edge_id = new_id("e")
+        ops.append((Kind.KG_EDGE, {
+            "id": edge_id, "src": s_node, "dst": o_node, "predicate": item.predicate,
+            "weight": item.confidence, "evidence": [mid], "meta": {}, "ts": now,
+            "valid_from": d.valid_from, "valid_to": d.valid_to, "user": u}))
+    ops += [(Kind.KG_MENTION, {"node": node, "memory": mid}) for node in dict.fromkeys((s_node, o_node))]
+    retire, result["retired"] = _retire_ops(item, d, mid, edge_id, old_edges, now)
+    result["id"] = mid
+    return Planned(ops + retire, result)
 
-    # With the rules, facts go in chunks: each fact's ops are applied to the index at once,
-    # inside one transaction that is rolled back after the chunk, so a fact is reconciled
-    # with the earlier ones of its chunk; the chunk is one op-log transaction, and the
-    # index is then brought up to date from the log as always.  Another arbiter (an LLM:
-    # slow) takes the facts one at a time, holding no lock while it thinks.
-    size = chunk if type(arbiter) is RuleArbiter else 1
-    for chunk_start in range(0, len(items), size):
-        batch = items[chunk_start:chunk_start + size]
-        ops.clear()
+
+# -- the public API: mem.facts -----------------------------------------------------------------
+class Facts:
+    """Bi-temporal facts over a Store (``mem.facts``): add them with reconciliation, follow
+    a fact's versions.  See the module docstring."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def add(self, fact: Any, *, user: str | None = None, agent: str | None = None,
+            ts: str | int | None = None, sources: Iterable[str] = (), arbiter: Any = None,
+            source: str = "fact") -> dict:
+        """Store one structured fact ``{subject, predicate, object, ...}`` (a dict, a
+        ``brandmind.extract.Fact`` or a ``facts.FactInput``), reconciled with the user's
+        current facts (rules in brandmind/facts.py), and its graph: subject and object nodes
+        (an existing node of the user with the same normalised name and type is reused), the
+        edge subject -predicate-> object with the fact's validity and the memory as evidence,
+        and the mentions node <-> memory.
+
+        Returns ``{"action": "added"|"confirmed"|"updated"|"contradicted", "id", "memory",
+        "retired": [ids], "verdicts": [{"id", "verdict"}], "arbiter"}``; on ``confirmed``,
+        ``memory`` is the existing fact (no new row).  ``user``/``agent``/``ts`` apply when
+        the fact does not carry its own; ``sources`` are bead ids added to its provenance."""
+        return self.add_many([fact], user=user, agent=agent, ts=ts, sources=sources,
+                             arbiter=arbiter, source=source)[0]
+
+    def add_many(self, facts: Iterable[Any], *, user: str | None = None, agent: str | None = None,
+                 ts: str | int | None = None, sources: Iterable[str] = (), arbiter: Any = None,
+                 source: str = "fact", chunk: int = 256) -> list[dict]:
+        """:meth:`add` for many facts, in order: a later fact is reconciled with the earlier
+        ones.  Every fact is validated before anything is stored; with the rules, each chunk
+        of ``chunk`` facts is one op-log transaction (all or nothing; another arbiter, e.g. an
+        LLM, takes the facts one at a time, holding no lock while it thinks).
+
+        Within a chunk each fact's ops are applied to the index at once, inside one
+        transaction that is rolled back after the chunk, so a fact is reconciled with the
+        earlier ones of its chunk; the index is then brought up to date from the log."""
+        items = self._validate(list(facts), user, agent, ts, sources)
+        if not items:
+            return []
+        arbiter = arbiter if arbiter is not None else default_arbiter(self.store.config)
+        now = now_millis()
+        vectors = self._vectors(items)
+        ensure_norm(self.store.sql)
+        self.store.catch_up()
+        nodes: dict[str, dict[tuple[str, str], str]] = {}  # user -> (type, norm name) -> node id
+        results: list[dict] = []
+        size = chunk if type(arbiter) is RuleArbiter else 1
+        for start in range(0, len(items), size):
+            ops = self._plan_chunk(items[start:start + size], arbiter, vectors, nodes, results, now, source)
+            self._commit(ops, vectors)
+        for result in results:
+            result["memory"] = get_memory(self.store.sql, result["id"])
+        return results
+
+    def _validate(self, facts: list, user: str | None, agent: str | None, ts: str | int | None,
+                  sources: Iterable[str]) -> list[FactInput]:
+        default_ts = parse_time(ts, field="ts")
+        extra = [validate.name(s, what="source bead id") for s in sources]
+        items = []
+        for n, raw in enumerate(facts, 1):
+            try:
+                item = coerce_fact(raw, max_chars=self.store.config.max_memory_chars)
+            except InvalidInput as exc:
+                if len(facts) > 1:
+                    exc.message = f"fact {n}: {exc.message}"
+                raise
+            items.append(replace(
+                item, user=self.store.user(item.user if item.user is not None else user),
+                agent=item.agent if item.agent is not None else (
+                    validate.name(agent, what="agent") if agent is not None else None),
+                ts=item.ts if item.ts is not None else default_ts,
+                sources=list(dict.fromkeys([*item.sources, *extra]))))
+        return items
+
+    def _vectors(self, items: list[FactInput]) -> dict[str, bytes]:
+        """text -> vector of every fact: from the log's cache, the rest embedded at once."""
+        store = self.store
+        vectors: dict[str, bytes] = {}
+        missing = []
+        for item in items:
+            if item.text not in vectors:
+                raw_vec = store.log.cached_vector(store.sql.model, item.text)
+                if raw_vec is not None and len(raw_vec) == 4 * store.sql.dim:
+                    vectors[item.text] = raw_vec
+                else:
+                    vectors[item.text] = b""
+                    missing.append(item.text)
+        if missing:
+            for text, vec in zip(missing, store.embed_docs(missing)):
+                vectors[text] = vec.tobytes()
+        return vectors
+
+    def _plan_chunk(self, batch: list[FactInput], arbiter: Any, vectors: dict[str, bytes],
+                    nodes: dict, results: list[dict], now: int, source: str) -> list[tuple[str, dict]]:
+        """Reconcile and plan each fact of a chunk (each applied to the index speculatively,
+        undone after the chunk); returns the chunk's ops, appends each fact's result."""
+        import numpy as np
+
+        sql = self.store.sql
+        ops: list[tuple[str, dict]] = []
         speculative = len(batch) > 1
-        if speculative:
-            c.execute("BEGIN IMMEDIATE")
-        try:
+        with memories.rolled_back(sql, speculative):
             for item in batch:
-                first = len(ops)
-                results.append(plan(item))
+                vec = np.frombuffer(vectors[item.text], dtype=np.float32)
+                d = reconcile(sql, item, item.user, item.agent, lambda _text, v=vec: v, arbiter=arbiter, now=now)
+                if d.action != "confirmed" and item.user not in nodes:  # the user's nodes, read once
+                    nodes[item.user] = {(t, norm(name)): i for i, t, name in kg.node_keys(sql, item.user)}
+                old_edges = {old: kg.live_edges_with_evidence(sql, [old]) for old, _, _ in d.retire}
+                planned = plan_fact(item, d, nodes=nodes.get(item.user, {}), old_edges=old_edges, now=now,
+                                    source=source)
                 if speculative:
-                    for n, (kind, payload) in enumerate(ops[first:], first):
-                        apply_sql_side(mem.sql, {"id": f"pending:{n}", "hlc": [now, n, "pending"],
-                                                 "kind": kind, "payload": payload}, lambda text: vectors[text])
-        finally:
-            if speculative and c.in_transaction:
-                c.execute("ROLLBACK")
-        with mem.log.write() as t:
+                    for n, (kind, payload) in enumerate(planned.ops, len(ops)):
+                        apply_sql_side(sql, {"id": f"pending:{n}", "hlc": [now, n, "pending"],
+                                             "kind": kind, "payload": payload}, lambda text: vectors[text])
+                ops += planned.ops
+                results.append(planned.result)
+        return ops
+
+    def _commit(self, ops: list[tuple[str, dict]], vectors: dict[str, bytes]) -> None:
+        """Append the ops (one op-log transaction, the new facts' vectors cached) and apply them."""
+        model = self.store.sql.model
+        with self.store.write() as t:
             for kind, payload in ops:
                 t.append(kind, payload)
-                if kind == "memory.add":
-                    t.cache_vector(mem.sql.model, payload["text"], vectors[payload["text"]])
-        mem.store.catch_up()
-    for result in results:
-        result["memory"] = mem.get(result["id"])
-    return results
+                if kind == Kind.MEMORY_ADD:
+                    t.cache_vector(model, payload["text"], vectors[payload["text"]])
+        self.store.catch_up()
+
+    def history(self, memory_id: str) -> list[dict]:
+        """The versions of a fact, oldest first (by world time, then system time): the
+        user's facts with the same subject and predicate (for multi-valued predicates:
+        also the same object, or the antonym predicate with it), those it superseded or was
+        superseded by, and those linked to it by ``contradicts``, followed transitively.
+        Each is a memory (valid_from/valid_to, recorded_at/retired_at, confirmations,
+        superseded_by) plus ``status`` (current | ended | retired) and ``reason``."""
+        sql = self.store.sql
+        get_memory(sql, memory_id)
+        ensure_norm(sql)
+        rows = _versions(sql, memory_id)
+        owner = rows[memory_id]["user_id"]
+        now = now_millis()
+        out = []
+        for row in sorted((r for r in rows.values() if r["user_id"] == owner),
+                          key=lambda r: (r["valid_from"] if r["valid_from"] is not None else r["created_at"],
+                                         r["recorded_at"] or 0, r["id"])):
+            item = memory_out(row)
+            item["status"] = ("retired" if row["retired_at"] is not None else
+                              "ended" if row["valid_to"] is not None and row["valid_to"] <= now else "current")
+            item["reason"] = item["meta"].get("retired_reason")
+            out.append(item)
+        return out
+
+
+def _versions(sql: Any, memory_id: str) -> dict[str, dict]:
+    """The rows of every version of a fact reachable from ``memory_id`` (see ``Facts.history``)."""
+    rows: dict[str, dict] = {}
+    todo = [memory_id]
+    while todo:
+        mid = todo.pop()
+        if mid in rows:
+            continue
+        row = memories.row(sql, mid)
+        if row is None:
+            continue
+        rows[mid] = row
+        todo.extend(r for r in _related(sql, mid, row) if r and r.startswith("m_") and r not in rows)
+    return rows
+
+
+def _related(sql: Any, mid: str, row: dict) -> list[str]:
+    """The facts one step from a version: it superseded them or they it, a ``contradicts``
+    link, or the same subject and predicate (and object, unless the predicate is functional)."""
+    related = memories.superseded_ids(sql, mid, row["user_id"])
+    related += kg.contradicting(sql, mid)
+    if row["superseded_by"]:
+        related.append(row["superseded_by"])
+    if row["subject"] is not None:
+        pred = normalize_predicate(row["predicate"])
+        if pred in FUNCTIONAL:
+            related += memories.same_fact_ids(sql, row["user_id"], norm(row["subject"]), [pred], None)
+        else:
+            preds = [p for p in (pred, ANTONYMS.get(pred)) if p]
+            related += memories.same_fact_ids(sql, row["user_id"], norm(row["subject"]), preds,
+                                              norm(row["object"]))
+    return related

@@ -6,7 +6,6 @@ projection.py); every read goes to the projections.
 """
 from __future__ import annotations
 
-import json
 import operator
 import os
 from functools import cached_property
@@ -15,14 +14,16 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from . import beads, graph, validate
+from . import beads, validate
+from . import consolidate as consolidation
 from .admin import Admin
 from .blocks import Blocks
 from .clock import iso, new_id, now_millis, parse_time
 from .config import Config
 from .errors import BMError, InvalidInput, NotFound, StoreCorrupt, StoreMissing, UsageError
-from .facts import store_facts
+from .facts import Facts
 from .forgetting import forget_ids, forget_user_ops
+from .graph import Graph
 from .ingest import known_bead, message_key, read_messages
 from .oplog import BlobStore, OpLog
 from .opcheck import problem
@@ -34,6 +35,7 @@ from .recall import Filters, Searcher, keyword_query
 from .skills import Skills
 from .sqlstore import SQLStore
 from .storage.forget import match_memories
+from .storage.memories import memory_out
 from .store import Progress, Store
 
 INGEST_BATCH = 256
@@ -73,7 +75,8 @@ class Memory:
 
     @property
     def searcher(self) -> Searcher:
-        return self.store.searcher
+        """Recall's ranking over the store's search index (``store.searcher``)."""
+        return Searcher(self.store.searcher)
 
     @property
     def embedder(self) -> Any:
@@ -117,6 +120,17 @@ class Memory:
         """Skills (procedural memory): add, list, get, remove, match, import_dir
         (brandmind/skills.py)."""
         return Skills(self.store)
+
+    @cached_property
+    def graph(self) -> Graph:
+        """The knowledge graph: add_node, node, add_edge, find_node, list_nodes, remove_node,
+        merge_nodes, link (typed links between memories), neighbors (brandmind/graph.py)."""
+        return Graph(self.store)
+
+    @cached_property
+    def facts(self) -> Facts:
+        """Bi-temporal facts: add, add_many (with reconciliation), history (brandmind/facts.py)."""
+        return Facts(self.store)
 
     def receive_ops(self, ops: Iterable[dict], *, now_ms: int | None = None, apply: bool = True) -> dict:
         """Store ops pulled from another replica (sync) and apply them (``Store.receive_ops``)."""
@@ -162,7 +176,7 @@ class Memory:
                 ts: str | int | None = None, dry_run: bool = False) -> dict:
         """Extract atomic facts from ``turns`` with the configured extractor (config
         ``extractor``: rules, the offline default, or llm) and store them with
-        reconciliation (:meth:`add_facts`).  ``turns``: a text, or a list of texts or
+        reconciliation (``mem.facts.add_many``).  ``turns``: a text, or a list of texts or
         ``{"text", "speaker"?, "ts"?, "bead"?}`` dicts or ``brandmind.extract.Turn``;
         "I" is the turn's speaker (the user when it has none); ``ts`` (default now) is the
         time of turns without one, against which "yesterday" is read.
@@ -183,7 +197,7 @@ class Memory:
         rows = list(self.sql.rows("SELECT * FROM memories WHERE id=?", (memory_id,)))
         if not rows:
             raise NotFound(f"no memory {memory_id!r}", hint="list ids with `bm memories list`")
-        return _memory_out(rows[0])
+        return memory_out(rows[0])
 
     def list_memories(self, *, user: str | None = None, agent: str | None = None,
                       type: str | None = None, limit: int = 50, offset: int = 0,
@@ -204,7 +218,7 @@ class Memory:
         rows = self.sql.rows(f"SELECT * FROM memories WHERE {' AND '.join(where)} "
                              "ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
                              (*args, int(limit), int(offset)))
-        return [_memory_out(r) for r in rows]
+        return [memory_out(r) for r in rows]
 
     def recall(self, query: str | bytes, *, k: int | None = None, user: str | None = None,
                agent: str | None = None, types: Iterable[str] = (), since: str | int | None = None,
@@ -262,7 +276,7 @@ class Memory:
             row = by_rowid.get(h["rowid"])
             if row is None:
                 continue
-            item = _memory_out(row)
+            item = memory_out(row)
             item["score"] = round(h["score"], 6)
             item["signals"] = h["signals"]
             out.append(item)
@@ -345,10 +359,8 @@ class Memory:
         ops; raw turns are left alone unless ``include_turns``.  Returns ``{"user",
         "threshold", "dry_run", "groups": [{"kept", "merged", "texts"}], "merged"}``;
         ``dry_run`` stores nothing.  See brandmind/consolidate.py."""
-        from .consolidate import consolidate
-
-        return consolidate(self, user=user, threshold=threshold, dry_run=dry_run,
-                           include_turns=include_turns)
+        return consolidation.consolidate(self.store, user=user, threshold=threshold, dry_run=dry_run,
+                                         include_turns=include_turns)
 
     # -- explicit memory: the user's workspace of files (brandmind/workspace.py) ------------
     def workspace(self, user: str | None = None) -> Any:
@@ -386,7 +398,7 @@ class Memory:
             return []
         f = Filters(user=self.store.user(user), agent=agent, everything=True)
         where, args = f.sql("m")
-        return [_memory_out(r) for r in match_memories(self.sql, fts, where, args, limit)]
+        return [memory_out(r) for r in match_memories(self.sql, fts, where, args, limit)]
 
     def forget_many(self, ids: list[str], bead_ids: Iterable[str] = ()) -> dict:
         """Forget memories (ids) and beads, with the turns and memories they came from or
@@ -561,75 +573,6 @@ class Memory:
         last[thread] = (ts, episode)
         return episode
 
-    # -- knowledge graph (brandmind/graph.py) ------------------------------------
-    def kg_add_node(self, name: str, *, type: str = "entity", user: str | None = None,
-                    labels: Iterable[str] = (), meta: dict | None = None) -> dict:
-        return graph.add_node(self, name, type=type, user=user, labels=labels, meta=meta)
-
-    def kg_node(self, ref: str, *, user: str | None = None) -> dict:
-        """A node by id, or by exact name within the user's graph, with its edges and memories."""
-        return graph.get_node(self, ref, user=user)
-
-    def kg_link(self, src: str, dst: str, predicate: str, *, weight: float = 1.0,
-                evidence: Iterable[str] = (), meta: dict | None = None, user: str | None = None) -> dict:
-        """An edge ``src -predicate-> dst`` between nodes, or from a node to a memory (a mention)."""
-        return graph.add_edge(self, src, dst, predicate, weight=weight, evidence=evidence, meta=meta, user=user)
-
-    # -- facts: bi-temporal facts, reconciliation (brandmind/facts.py); typed links,
-    #    versions, neighbours (brandmind/graph.py) ----------------------------------------------
-    def add_fact(self, fact: Any, *, user: str | None = None, agent: str | None = None,
-                 ts: str | int | None = None, sources: Iterable[str] = (), arbiter: Any = None,
-                 source: str = "fact") -> dict:
-        """Store one structured fact ``{subject, predicate, object, ...}`` (a dict, a
-        ``brandmind.extract.Fact`` or a ``facts.FactInput``), reconciled with the user's
-        current facts (rules in brandmind/facts.py), and its graph: subject and object nodes
-        (an existing node of the user with the same normalised name and type is reused), the
-        edge subject -predicate-> object with the fact's validity and the memory as evidence,
-        and the mentions node <-> memory.
-
-        Returns ``{"action": "added"|"confirmed"|"updated"|"contradicted", "id", "memory",
-        "retired": [ids], "verdicts": [{"id", "verdict"}], "arbiter"}``; on ``confirmed``,
-        ``memory`` is the existing fact (no new row).  ``user``/``agent``/``ts`` apply when
-        the fact does not carry its own; ``sources`` are bead ids added to its provenance."""
-        return self.add_facts([fact], user=user, agent=agent, ts=ts, sources=sources,
-                              arbiter=arbiter, source=source)[0]
-
-    def add_facts(self, facts: Iterable[Any], *, user: str | None = None, agent: str | None = None,
-                  ts: str | int | None = None, sources: Iterable[str] = (), arbiter: Any = None,
-                  source: str = "fact") -> list[dict]:
-        """:meth:`add_fact` for many facts, in order: a later fact is reconciled with the
-        earlier ones.  Every fact is validated before anything is stored; with the rules,
-        each chunk of 256 facts is one op-log transaction (all or nothing)."""
-        return store_facts(self, facts, user=user, agent=agent, ts=ts, sources=sources, arbiter=arbiter,
-                           source=source, chunk=INGEST_BATCH)
-
-    def history(self, memory_id: str) -> list[dict]:
-        """The versions of a fact, oldest first (by world time, then system time): the
-        user's facts with the same subject and predicate (for multi-valued predicates:
-        also the same object, or the antonym predicate with it), those it superseded or was
-        superseded by, and those linked to it by ``contradicts``, followed transitively.
-        Each is a memory (valid_from/valid_to, recorded_at/retired_at, confirmations,
-        superseded_by) plus ``status`` (current | ended | retired) and ``reason``."""
-        return graph.history(self, memory_id)
-
-    def link(self, src_id: str, dst_id: str, type: str, strength: float = 0.5) -> dict:
-        """A typed link between two memories of one user (``facts.LINK_TYPES``: extends,
-        contradicts, supports, ...) with a strength from 0 to 1: a kg_edges row between
-        memory ids."""
-        return graph.link(self, src_id, dst_id, type, strength)
-
-    def neighbors(self, ref: str, radius: int = 1, *, user: str | None = None,
-                  include_retired: bool = False, limit: int = 500) -> dict:
-        """What lies within ``radius`` hops (1-3) of a graph node (id or name) or a memory
-        (id), over graph edges and typed links in both directions and node <-> memory
-        mentions, within the root's user.  Only current edges and memories (not retired,
-        not ended) unless ``include_retired``.  Returns ``{"root", "radius", "nodes":
-        [{id, kind: node|memory, name|text, type, hops}], "edges": [...], "truncated"}``."""
-        return graph.neighbors(self, ref, radius, user=user, include_retired=include_retired, limit=limit)
-
-    def _find_node(self, ref: str, user: str | None) -> dict:
-        """A graph node row by id, exact name or normalised name within the user's graph."""
-        return graph.find_node(self, ref, user)
 
 def _owned_by(op: dict, user: str, nodes: set[str] = frozenset()) -> bool:
     """Whether an op carries content of ``user`` (what forgetting the user redacts):
@@ -675,21 +618,4 @@ def _until(until_ms: int | None, now_ms: int, now: Any) -> int | None:
     if now is None:
         return until_ms
     return now_ms + 1 if until_ms is None else min(until_ms, now_ms + 1)
-
-
-# -- output shapes ----------------------------------------------------------------
-def _memory_out(row: dict) -> dict:
-    agent = row["agent_id"]
-    return {
-        "id": row["id"], "text": row["text"], "type": row["type"], "user": row["user_id"],
-        "agent": agent, "scope": f"agent:{agent}" if agent else "global",
-        "importance": row["importance"], "ts": iso(row["created_at"]),
-        "updated": iso(row["updated_at"]), "valid_from": iso(row["valid_from"]),
-        "valid_to": iso(row["valid_to"]), "source": row["source"],
-        "provenance": json.loads(row["provenance"]), "meta": json.loads(row["meta"]),
-        # bi-temporal facts (brandmind/facts.py)
-        "recorded_at": iso(row.get("recorded_at")), "retired_at": iso(row.get("retired_at")),
-        "subject": row.get("subject"), "predicate": row.get("predicate"), "object": row.get("object"),
-        "superseded_by": row.get("superseded_by"), "confirmations": row.get("confirmations") or 0,
-    }
 

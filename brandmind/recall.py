@@ -36,205 +36,20 @@ applied in SQL to every candidate, whichever signal brought it.
 from __future__ import annotations
 
 import math
-import re
-import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import scoring
 from .scoring import Candidate, Signals, Weights
 from .storage import graph as kg
-from .storage import memories
-from .storage.memories import current_sql
+from .storage import search
+from .storage.search import (CONCURRENT_MIN_ROWS, STOPWORDS, Filters, SearchIndex, VectorMatrix, keyword_query,
+                             query_words)
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .sqlstore import SQLStore
-
-RRF_K = 60
-COMMON_SHARE = 0.1     # keyword search skips words found in more than this share of memories
-COMMON_MIN_DOCS = 20   # ... once the store holds at least this many
-MAX_POSTINGS = 20_000  # ... and keeps its rarest words within this many documents in all
-# From this many vectors on, a search runs the keyword query in a second thread while
-# this one scans the matrix (SQLite and numpy's einsum both release the GIL).
-CONCURRENT_MIN_ROWS = 20_000
-STOPWORDS = frozenset("""
-a about above after again against all am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further
-had has have having he her here hers herself him himself his how i if in into is it its itself
-just me more most my myself no nor not now of off on once only or other our ours ourselves out
-over own same she should so some such than that the their theirs them themselves then there
-these they this those through to too under until up very was we were what when where which
-while who whom why will with would you your yours yourself yourselves s t don
-""".split())
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-@dataclass
-class Filters:
-    user: str
-    agent: str | None = None      # with scope None: None = every scope of the user, else that agent + global
-    types: tuple[str, ...] = ()
-    since: int | None = None      # epoch ms, inclusive
-    until: int | None = None      # epoch ms, exclusive
-    scope: str | None = None      # "agent": only the agent's own memories; "global": only the user's global ones
-    now: int | None = None        # what "currently true" is relative to (default: the clock)
-    as_of: int | None = None      # world time: what was true then, instead of what is true now
-    everything: bool = False      # retired and ended memories too (what `forget --match` sees)
-
-    def sql(self, alias: str = "m") -> tuple[str, list[Any]]:
-        where, args = [f"{alias}.user_id = ?"], [self.user]
-        if self.scope == "global":
-            where.append(f"{alias}.agent_id IS NULL")
-        elif self.scope == "agent":
-            where.append(f"{alias}.agent_id = ?")
-            args.append(self.agent)
-        elif self.agent is not None:
-            where.append(f"({alias}.agent_id = ? OR {alias}.agent_id IS NULL)")
-            args.append(self.agent)
-        if self.types:
-            where.append(f"{alias}.type IN ({','.join('?' * len(self.types))})")
-            args.extend(self.types)
-        if self.since is not None:
-            where.append(f"{alias}.created_at >= ?")
-            args.append(self.since)
-        if self.until is not None:
-            where.append(f"{alias}.created_at < ?")
-            args.append(self.until)
-        if not self.everything:
-            frag, fargs = current_sql(alias, self.as_of, now=self.now)
-            where.append(frag)
-            args.extend(fargs)
-        return " AND ".join(where), args
-
-    def vec_sql(self) -> tuple[str, list[Any]]:
-        """The part of the filters sqlite-vec can apply inside its KNN scan."""
-        where, args = ["user_id = ?"], [self.user]
-        if self.scope == "global":
-            where.append("agent_id = ''")
-        elif self.scope == "agent":
-            where.append("agent_id = ?")
-            args.append(self.agent)
-        elif self.agent is not None:
-            where.append("agent_id IN (?, '')")
-            args.append(self.agent)
-        if self.types:
-            where.append(f"type IN ({','.join('?' * len(self.types))})")
-            args.extend(self.types)
-        if self.since is not None:
-            where.append("created_at >= ?")
-            args.append(self.since)
-        if self.until is not None:
-            where.append("created_at < ?")
-            args.append(self.until)
-        return " AND ".join(where), args
-
-
-def query_words(text: str) -> list[str]:
-    """The query's content words, lower-cased, deduplicated, in order (at most 32)."""
-    words = [w.lower() for w in _WORD.findall(text)]
-    content = [w for w in words if w not in STOPWORDS] or words
-    return list(dict.fromkeys(content))[:32]
-
-
-def keyword_query(text: str | list[str], op: str = "OR") -> str | None:
-    """An FTS5 query joining the query's content words with ``op`` (OR: any word, AND:
-    every word), each word quoted, so it is never FTS syntax."""
-    words = query_words(text) if isinstance(text, str) else text
-    if not words:
-        return None
-    return f" {op} ".join('"' + w.replace('"', '""') + '"' for w in words)
-
-
-@dataclass
-class VectorMatrix:
-    """All vectors of the store in memory, with the columns filters need."""
-
-    rowids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
-    users: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
-    agents: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
-    types: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
-    created: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    max_rowid: int = 0
-    # user -> boolean row mask; comparing 100,000 Python strings costs ~2 ms a query
-    _user_masks: dict = field(default_factory=dict, repr=False)
-
-    def extend(self, sql: SQLStore, dim: int) -> None:
-        rows = memories.vectors_after(sql, self.max_rowid)
-        if not rows:
-            return
-        rowids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        if len(rows) > 1 and not bool(np.all(rowids[1:] > rowids[:-1])):
-            # vec0 returns each user partition in turn: keep the matrix in rowid order
-            order = np.argsort(rowids, kind="stable")
-            rows = [rows[i] for i in order]
-            rowids = rowids[order]
-        vecs = np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(len(rows), dim)
-        self.rowids = np.concatenate([self.rowids, rowids])
-        self.vectors = vecs.copy() if self.vectors.size == 0 else np.vstack([self.vectors, vecs])
-        self.users = np.concatenate([self.users, np.array([r[2] for r in rows], object)])
-        self.agents = np.concatenate([self.agents, np.array([r[3] for r in rows], object)])
-        self.types = np.concatenate([self.types, np.array([r[4] for r in rows], object)])
-        self.created = np.concatenate([self.created, np.array([r[5] for r in rows], np.int64)])
-        self.max_rowid = int(rowids.max())
-        self._user_masks.clear()
-
-    def cosines(self, rowids: list[int], q: np.ndarray) -> dict[int, float]:
-        """Cosines of the given rows (those in the matrix)."""
-        if not rowids or not len(self.rowids):
-            return {}
-        want = np.asarray(rowids, np.int64)
-        pos = np.searchsorted(self.rowids, want)
-        pos = np.minimum(pos, len(self.rowids) - 1)
-        ok = self.rowids[pos] == want
-        sims = np.einsum("ij,j->i", self.vectors[pos[ok]], q)
-        return {int(r): float(x) for r, x in zip(want[ok], sims)}
-
-    def _user_mask(self, user: str) -> np.ndarray:
-        mask = self._user_masks.get(user)
-        if mask is None:
-            if len(self._user_masks) >= 64:
-                self._user_masks.clear()
-            mask = self._user_masks[user] = self.users == user
-        return mask
-
-    def search(self, q: np.ndarray, f: Filters, n: int) -> list[tuple[int, float]]:
-        if not len(self.rowids):
-            return []
-        mask = self._user_mask(f.user).copy()
-        if f.scope == "global":
-            mask &= self.agents == ""
-        elif f.scope == "agent":
-            mask &= self.agents == f.agent
-        elif f.agent is not None:
-            mask &= (self.agents == f.agent) | (self.agents == "")
-        if f.types:
-            mask &= np.isin(self.types, list(f.types))
-        if f.since is not None:
-            mask &= self.created >= f.since
-        if f.until is not None:
-            mask &= self.created < f.until
-        idx = np.flatnonzero(mask)
-        if not len(idx):
-            return []
-        # einsum, not `@`: BLAS would start its own threads, which fight onnxruntime's
-        # (still spinning right after embedding the query) for the cores - 2-3x slower
-        # on 2 cores.  A small subset is gathered first; a large one is scanned whole
-        # and then picked, which is cheaper than copying most of the matrix.
-        if len(idx) == len(mask):
-            sims = np.einsum("ij,j->i", self.vectors, q)
-        elif 4 * len(idx) < len(mask):
-            sims = np.einsum("ij,j->i", self.vectors[idx], q)
-        else:
-            sims = np.einsum("ij,j->i", self.vectors, q)[idx]
-        n = min(n, len(idx))
-        top = np.argpartition(-sims, n - 1)[:n]
-        top = np.sort(top)  # matrix order is rowid order: equal scores rank by rowid
-        top = top[np.argsort(-sims[top], kind="stable")]
-        return [(int(self.rowids[idx[i]]), float(sims[i])) for i in top]
-
+# (re-exported: the lookups and filters are in storage/search.py, the scorer in scoring.py)
+__all__ = ["Searcher", "Query", "Filters", "SearchIndex", "VectorMatrix", "Weights", "STOPWORDS",
+           "CONCURRENT_MIN_ROWS", "keyword_query", "query_words", "searcher"]
 
 POOL = 200             # candidates taken from each of the vector and keyword signals
 GRAPH_SEEDS = 10       # the best candidates whose graph neighbourhood is explored
@@ -255,161 +70,25 @@ class Query:
 
 
 class Searcher:
-    """Candidates from every signal ranked as one pool; one per open store.  This class
-    does the I/O (storage.memories, storage.graph); brandmind/scoring.py scores."""
+    """Ranks the pool of candidates for a query: the lookups (and their caches) are the
+    store's ``SearchIndex`` (brandmind/storage/search.py), the scores brandmind/scoring.py;
+    this class gathers the structural candidates (neighbouring turns, the graph, the
+    newest and most important memories) and runs the stages in order."""
 
-    def __init__(self, sql: SQLStore) -> None:
-        self.sql = sql
-        self.matrix: VectorMatrix | None = None
-        self._data_version = None
-        self._total: tuple[int, int] | None = None  # (data_version, number of memories)
-        self._speakers: dict[str, tuple[int, list[str]]] = {}
-        self._tokenizer: Any = None
-        self._generation = -1
-        self._searches = 0
-        self._stale = False
+    def __init__(self, index: SearchIndex) -> None:
+        self.index = index
+        self.sql = index.sql
 
-    def invalidate(self) -> None:
-        """Called after this process wrote: the next vector search brings the matrix up to date."""
-        self._total = None
-        self._stale = True
-
-    # -- vector candidates -------------------------------------------------------
-    def _vector_candidates(self, q: np.ndarray, f: Filters, n: int) -> list[tuple[int, float]]:
-        self._searches += 1
-        version = memories.data_version(self.sql)
-        if self.matrix is not None and (self._stale or version != self._data_version):
-            # this or another connection committed: new rows are appended; removed or
-            # replaced vectors (a forget, a reindex) bump the generation and need a reload
-            if self.sql.generation() == self._generation:
-                self._stale = True
-            else:
-                self.matrix = None
-        if self.matrix is None and self._searches == 1:
-            where, args = f.vec_sql()
-            rows = memories.vector_knn(self.sql, q.astype(np.float32).tobytes(), n, where, args)
-            # equal distances come back in storage order: rank them by rowid, so a
-            # rebuilt store (same rowid order, other layout) answers the same
-            return sorted(((r[0], 1.0 - r[1]) for r in rows), key=lambda x: (-x[1], x[0]))
-        if self.matrix is None:
-            self.matrix = VectorMatrix()
-            self._generation = self.sql.generation()
-            self._stale = True
-        if self._stale:
-            self.matrix.extend(self.sql, self.sql.dim)
-            self._stale = False
-        self._data_version = version
-        return self.matrix.search(q, f, n)
-
-    def _cosines(self, rowids: list[int], q: np.ndarray) -> dict[int, float]:
-        """Cosines of candidates another signal brought (their vectors by rowid)."""
-        if not rowids:
-            return {}
-        if self.matrix is not None and not self._stale:
-            out = self.matrix.cosines(rowids, q)
-            rowids = [r for r in rowids if r not in out]
-        else:
-            out = {}
-        if rowids:
-            for rowid, blob in memories.vectors_of(self.sql, rowids):
-                out[rowid] = float(np.frombuffer(blob, np.float32) @ q)
-        return out
-
-    # -- keyword candidates ------------------------------------------------------
-    def _selective_words(self, query: str) -> list[str]:
-        """The query's words minus those in more than COMMON_SHARE of all memories.
-
-        Such a word (a speaker's name prefixed to every turn, a topic the whole store is
-        about) weighs next to nothing in BM25, yet makes FTS5 score a large share of the
-        store: dropping it keeps keyword search fast and its candidates specific.  The
-        vector signal still sees the whole query."""
-        words = query_words(query)
-        if not words:
-            return []
-        total = self._memory_count()
-        if total < COMMON_MIN_DOCS:
-            return words
-        if self._tokenizer is None:
-            self._tokenizer = memories.query_tokenizer(self.sql)
-        tokenize, flags = self._tokenizer
-        stems = {w: [t[2] for t in tokenize(w.encode(), flags, None)] for w in words}
-        df = memories.doc_freq(self.sql, sorted({t for ts in stems.values() for t in ts}))
-        limit = COMMON_SHARE * total
-        freq = {w: max((df.get(t, 0) for t in stems[w]), default=0) for w in words}
-        kept = [w for w in words if not stems[w] or min(df.get(t, 0) for t in stems[w]) <= limit]
-        # FTS5 scores every posting of every word: past MAX_POSTINGS, the most frequent of
-        # the kept words (the least informative to BM25) go, so a query's cost stays bounded
-        budget, keep = 0, set()
-        for w in sorted(kept, key=lambda w: (freq[w], w)):
-            if keep and budget + freq[w] > MAX_POSTINGS:
-                break
-            budget += freq[w]
-            keep.add(w)
-        return [w for w in kept if w in keep]
-
-    def _memory_count(self) -> int:
-        version = memories.data_version(self.sql)
-        if self._total is None or self._total[0] != version:
-            self._total = (version, memories.count(self.sql))
-        return self._total[1]
-
-    def _keyword_candidates(self, query: str, f: Filters, n: int) -> list[tuple[int, float]]:
-        match = keyword_query(self._selective_words(query))
-        if match is None:
-            return []
-        where, args = f.sql("m")
-        return [(r[0], -float(r[1])) for r in memories.keyword_hits(self.sql, match, where, args, n)]
-
-    def _matrix_ready(self) -> bool:
-        """Whether the vector search is a scan of an up-to-date matrix (no SQL needed)."""
-        if self.matrix is None or self._stale or len(self.matrix.rowids) < CONCURRENT_MIN_ROWS:
-            return False
-        return memories.data_version(self.sql) == self._data_version
-
-    def _both_concurrently(self, query: str, q: np.ndarray, f: Filters, n: int) -> tuple[list, list]:
-        """Keyword query in a helper thread, matrix scan here: ~max instead of sum of the two.
-        The helper thread is the only user of the connection meanwhile."""
-        box: dict[str, Any] = {}
-
-        def keyword() -> None:
-            try:
-                box["kw"] = self._keyword_candidates(query, f, n)
-            except BaseException as exc:  # re-raised in the caller's thread
-                box["error"] = exc
-
-        worker = threading.Thread(target=keyword, name="bm-keyword", daemon=True)
-        worker.start()
-        try:
-            self._searches += 1
-            vec = self.matrix.search(q, f, n)  # type: ignore[union-attr]
-        finally:
-            try:
-                worker.join()
-            except KeyboardInterrupt:
-                worker.join()  # the query takes milliseconds: let it finish before closing
-                raise
-        if "error" in box:
-            raise box["error"]
-        return vec, box["kw"]
-
-    # -- rows, structure, graph --------------------------------------------------
-    def _rows(self, rowids: Any, f: Filters) -> dict[int, dict]:
-        """The candidates that pass every filter, with the columns ranking needs."""
-        rowids = list(rowids)
-        if not rowids:
-            return {}
-        where, args = f.sql("m")
-        return memories.rank_rows(self.sql, rowids, where, args)
-
+    # -- structural candidates ----------------------------------------------------------------
     def _neighbours(self, cands: dict[int, Candidate], seeds: list[Candidate], f: Filters) -> list[Candidate]:
         """Link each seed turn to the turns before and after it in its episode, adding
         those turns to the pool; returns the candidates added."""
         turns = [c.rowid for c in seeds if c.prev is None and c.next is None]
         if not turns:
             return []
-        pairs = memories.thread_neighbours(self.sql, turns)
+        pairs = search.thread_neighbours(self.sql, turns)
         wanted = {x for p in pairs.values() for x in p if x is not None and x not in cands}
-        added = [Candidate(rowid, row) for rowid, row in self._rows(wanted, f).items()]
+        added = [Candidate(rowid, row) for rowid, row in self.index.rows(wanted, f).items()]
         for c in added:
             cands[c.rowid] = c
         # the turn just before or after in the thread is a neighbour only within the episode
@@ -488,22 +167,10 @@ class Searcher:
         out: set[int] = set()
         where, args = f.sql("m")
         if w.recency:
-            out.update(memories.newest(self.sql, where, args, EXTRA_CANDIDATES))
+            out.update(search.newest(self.sql, where, args, EXTRA_CANDIDATES))
         if w.importance:
-            out.update(memories.most_important(self.sql, where, args, EXTRA_CANDIDATES))
+            out.update(search.most_important(self.sql, where, args, EXTRA_CANDIDATES))
         return out
-
-    def _speakers_named(self, text: str, user: str) -> list[str]:
-        """The speakers of the user's conversations that the query names (whole words)."""
-        version = memories.data_version(self.sql)
-        cached = self._speakers.get(user)
-        if cached is None or cached[0] != version:
-            names = memories.speakers(self.sql, user)
-            if len(self._speakers) > 64:
-                self._speakers.clear()
-            cached = self._speakers[user] = (version, names)
-        low = text.lower()
-        return [s for s in cached[1] if re.search(r"(?<!\w)" + re.escape(s.lower()) + r"(?!\w)", low)]
 
     # -- the pool, scored by brandmind/scoring.py --------------------------------------
     def _pool(self, q: Query) -> tuple[dict[int, Candidate], Signals]:
@@ -511,18 +178,18 @@ class Searcher:
         base scores need."""
         f, w = q.filters, q.weights
         n = max(POOL, 4 * q.k)
-        if self._matrix_ready():
-            vec, kw = self._both_concurrently(q.text, q.vector, f, n)
+        if self.index.matrix_ready():
+            vec, kw = self.index.both_concurrently(q.text, q.vector, f, n)
         else:
-            vec = self._vector_candidates(q.vector, f, n)
-            kw = self._keyword_candidates(q.text, f, n)
+            vec = self.index.vector_candidates(q.vector, f, n)
+            kw = self.index.keyword_candidates(q.text, f, n)
         cos, bm = dict(vec), dict(kw)
         extra = self._recent_and_important(f, w)
-        rows = self._rows(set(cos) | set(bm) | extra, f)
+        rows = self.index.rows(set(cos) | set(bm) | extra, f)
         cands = {r: Candidate(r, row, cos.get(r), bm.get(r)) for r, row in rows.items()}
         if not cands:
             return cands, Signals(w)
-        speakers = self._speakers_named(q.text, f.user) if w.speaker else []
+        speakers = self.index.speakers_named(q.text, f.user) if w.speaker else []
         return cands, Signals(w, vec_rank={r: i for i, (r, _) in enumerate(vec, 1)},
                               kw_rank={r: i for i, (r, _) in enumerate(kw, 1)},
                               best_bm=max(bm.values(), default=0.0),
@@ -531,7 +198,7 @@ class Searcher:
 
     def _score(self, cands: dict[int, Candidate], items: list[Candidate], s: Signals, q: np.ndarray) -> None:
         """Base scores of ``items`` (the cosines other signals did not bring read first)."""
-        for rowid, value in self._cosines([c.rowid for c in items if c.cos is None], q).items():
+        for rowid, value in self.index.cosines([c.rowid for c in items if c.cos is None], q).items():
             cands[rowid].cos = value
         for c in items:
             scoring.base_score(c, s)
@@ -546,8 +213,8 @@ class Searcher:
         if w.graph:
             reached = self._graph(scoring.best(cands.values(), GRAPH_SEEDS), w)
             if reached:
-                fresh = [r for r in memories.rowids_of(self.sql, list(reached)) if r not in cands]
-                added = [Candidate(r, row) for r, row in self._rows(fresh, f).items()]
+                fresh = [r for r in search.rowids_of(self.sql, list(reached)) if r not in cands]
+                added = [Candidate(r, row) for r, row in self.index.rows(fresh, f).items()]
                 for c in added:
                     cands[c.rowid] = c
                 self._score(cands, added, signals, q.vector)
@@ -557,3 +224,8 @@ class Searcher:
         added = self._neighbours(cands, [c for c in best if c.row["thread"] is not None], f)
         self._score(cands, added, signals, q.vector)
         return scoring.rank(cands, w, q.k)
+
+
+def searcher(store: object) -> Searcher:
+    """The ranking over a Store's search index (``store.searcher``)."""
+    return Searcher(store.searcher)  # type: ignore[attr-defined]

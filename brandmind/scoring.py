@@ -49,7 +49,7 @@ class Weights:
 
 @dataclass
 class Candidate:
-    """One memory in the pool: its row (``storage.memories.RANK_COLS``), raw signal values,
+    """One memory in the pool: its row (``storage.search.RANK_COLS``), raw signal values,
     its neighbouring turns in the pool and the scores computed from them."""
 
     rowid: int

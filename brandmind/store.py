@@ -26,8 +26,8 @@ from .config import Config
 from .errors import ModelMismatch, StoreCorrupt, StoreMissing
 from .oplog import BlobStore, OpLog
 from .projection import apply_sql_side
-from .recall import Searcher
 from .sqlstore import SQLStore
+from .storage.search import SearchIndex
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -77,7 +77,7 @@ class Store:
                     os.replace(bad, Path(f"{bad}.corrupt-{stamp}"))
             self.sql = SQLStore(paths.sqlite_file, model=self.embedder_name, dim=self.dim,
                                 create=True, check_model=check_model)
-        self.searcher = Searcher(self.sql)
+        self.searcher = SearchIndex(self.sql)
         self.catch_up()
 
     def reopen(self, *, check_model: bool = True) -> None:
@@ -89,7 +89,7 @@ class Store:
         self.sql = sql
         if embedder_name:
             self.embedder_name = embedder_name
-        self.searcher = Searcher(sql)
+        self.searcher = SearchIndex(sql)
 
     def close(self) -> None:
         if self.sql is not None:

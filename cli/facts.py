@@ -58,7 +58,7 @@ def remember_fact(raw: str | bytes, *, type: str, user: Optional[str], agent: Op
             raise InvalidInput("meta must be a JSON object", hint='e.g. "meta": {"source": "slack"}')
         obj["meta"] = {**meta, **(obj.get("meta") or {})}
     with store_for_writing() as mem:
-        result = mem.add_fact(obj, user=user, agent=agent, ts=ts)
+        result = mem.facts.add(obj, user=user, agent=agent, ts=ts)
     if wants_json(as_json):
         print(json.dumps({"id": result["id"], "action": result["action"], "retired": result["retired"]}))
     else:
@@ -103,7 +103,7 @@ def facts_add(
             except InvalidInput as exc:
                 raise InvalidInput(f"line {lineno}: {exc.message}",
                                    hint=(exc.hint or "") + "; nothing was stored") from None
-        results = mem.add_facts([obj for _, obj in facts], user=user, agent=agent)
+        results = mem.facts.add_many([obj for _, obj in facts], user=user, agent=agent)
     report: dict[str, Any] = {"facts": len(results), "added": 0, "confirmed": 0, "updated": 0, "contradicted": 0}
     for r in results:
         report[r["action"]] += 1

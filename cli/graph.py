@@ -31,7 +31,7 @@ def kg_node(
       bm kg node Ann -t person -l family -u ann    # -l: a label (repeatable)
     """
     with open_store() as mem:
-        node = mem.kg_add_node(name, type=type, user=user, labels=label or [])
+        node = mem.graph.add_node(name, type=type, user=user, labels=label or [])
     out = {k: node[k] for k in ("id", "name", "type", "user", "created")}
     if wants_json(as_json):
         print(json.dumps(out))
@@ -63,7 +63,7 @@ def kg_link(
       bm kg link Ann mentions m_01m8... -u ann     # node -> memory
     """
     with open_store() as mem:
-        edge = mem.kg_link(src, dst, predicate, weight=weight, evidence=evidence or [], user=user)
+        edge = mem.graph.add_edge(src, dst, predicate, weight=weight, evidence=evidence or [], user=user)
     if wants_json(as_json):
         print(json.dumps(edge))
         return
@@ -87,13 +87,12 @@ def kg_list(
       bm kg list -u ann --type person
       bm kg list -u ann --name lis --limit 20      # names containing "lis"
     """
-    from brandmind import graph
     from brandmind.errors import UsageError
 
     if limit < 1:
         raise UsageError(f"--limit must be at least 1, got {limit}", hint="e.g. --limit 50")
     with open_store() as mem:
-        nodes = graph.list_nodes(mem, user=user, type=type, name=name, limit=limit)
+        nodes = mem.graph.list_nodes(user=user, type=type, name=name, limit=limit)
     emit(nodes, as_json=as_json, jsonl=False, table=_nodes_table)
 
 
@@ -125,10 +124,8 @@ def kg_rm(
       bm kg rm Lisbn -u ann                        # a misspelt node, by name
       bm kg rm n_01m8... -u ann                    # or by id
     """
-    from brandmind import graph
-
     with open_store() as mem:
-        result = graph.remove_node(mem, ref, user=user)
+        result = mem.graph.remove_node(ref, user=user)
     if wants_json(as_json):
         print(json.dumps(result))
     else:
@@ -153,10 +150,8 @@ def kg_merge(
     Examples:
       bm kg merge Lisboa Lisbon -u ann             # Lisboa's edges move to Lisbon
     """
-    from brandmind import graph
-
     with open_store() as mem:
-        result = graph.merge_nodes(mem, ref, into, user=user)
+        result = mem.graph.merge_nodes(ref, into, user=user)
     if wants_json(as_json):
         print(json.dumps({k: v for k, v in result.items() if k != "node"}))
     else:
@@ -176,7 +171,7 @@ def kg_show(ref: Annotated[str, typer.Argument(help="Node id or name.")], user: 
       bm kg show n_01m8... --json | jq '.edges[].predicate'   # by id
     """
     with open_store() as mem:
-        node = mem.kg_node(ref, user=user)
+        node = mem.graph.node(ref, user=user)
     emit(node, as_json=as_json, jsonl=False, table=lambda n: kv_table(n, title=f"{n['name']} ({n['type']})"))
 
 
@@ -201,7 +196,7 @@ def kg_neighbors(
     if not 1 <= radius <= 3:
         raise UsageError(f"--radius must be 1, 2 or 3, got {radius}", hint="e.g. --radius 2")
     with open_store() as mem:
-        result = mem.neighbors(ref, radius, user=user, include_retired=include_retired)
+        result = mem.graph.neighbors(ref, radius, user=user, include_retired=include_retired)
     emit(result, as_json=as_json, jsonl=False, table=_neighbors_table)
 
 

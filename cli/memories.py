@@ -346,7 +346,7 @@ def memories_history(memory_id: Annotated[str, typer.Argument(help="Memory id of
       bm memories history m_01h... --json
     """
     with open_store() as mem:
-        items = mem.history(memory_id)
+        items = mem.facts.history(memory_id)
     emit(items, as_json=as_json, jsonl=jsonl, table=_history_table)
 
 
@@ -389,7 +389,7 @@ def memories_link(
       bm memories link m_new m_old --type contradicts --strength 0.8
     """
     with open_store() as mem:
-        edge = mem.link(src, dst, type, strength)
+        edge = mem.graph.link(src, dst, type, strength)
     print(json.dumps(edge) if wants_json(as_json) else edge["id"])
 
 

@@ -55,7 +55,7 @@ def build(home: Path, facts: int):
     mem = Memory(create=True, config=Config.load(home))
     rows = [{"subject": f"person{i % 97}", "predicate": PREDS[i % len(PREDS)],
              "object": f"{WORDS[i % len(WORDS)]} {i}"} for i in range(facts)]
-    mem.add_facts(rows, user="ann")
+    mem.facts.add_many(rows, user="ann")
     return mem
 
 

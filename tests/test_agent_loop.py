@@ -80,8 +80,8 @@ def test_context_now_shows_only_what_existed_then(bm, store):
 
 def test_a_fact_retired_after_now_was_still_current_then(bm, store):
     with open_memory() as mem:
-        mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon"}, user="ann", ts="2024-01-01")
-        mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Porto"}, user="ann", ts="2024-06-01")
+        mem.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon"}, user="ann", ts="2024-01-01")
+        mem.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Porto"}, user="ann", ts="2024-06-01")
     then = bm("context", "where does Ann live?", "-u", "ann", "--now", "2024-03-01").out
     assert "Lisbon" in then and "Porto" not in then
     now = bm("context", "where does Ann live?", "-u", "ann").out

@@ -220,11 +220,11 @@ def test_predicates_are_one_spelling_wherever_a_fact_enters(store, bm):
 
 def test_stored_rows_with_an_old_spelling_still_reconcile_and_rebuild_normalises(store):
     with open_memory() as mem:
-        old = mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon"}, user="ann")["id"]
+        old = mem.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon"}, user="ann")["id"]
         # a row projected before predicates were normalised (an old import): "Lives In"
         with mem.sql.write():
             mem.sql.conn.execute("UPDATE memories SET predicate='Lives In' WHERE id=?", (old,))
-        result = mem.add_fact({"subject": "Ann", "predicate": "lives in", "object": "Porto"}, user="ann")
+        result = mem.facts.add({"subject": "Ann", "predicate": "lives in", "object": "Porto"}, user="ann")
         assert result["action"] == "updated" and result["retired"] == [old]
         # an op in the log with an old spelling is projected with the one spelling
         with mem.log.write() as t:

@@ -36,6 +36,10 @@ def row(mem, memory_id: str) -> dict:
     return next(mem.sql.rows("SELECT * FROM memories WHERE id=?", (memory_id,)))
 
 
+def count(mem, table: str) -> int:
+    return mem.sql.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
 def texts_where(mem, where: str, args) -> list[str]:
     return sorted(r["text"] for r in mem.sql.rows(f"SELECT text FROM memories m WHERE {where}", tuple(args)))
 
@@ -57,28 +61,28 @@ def dump(mem) -> dict:
 
 # -- reconciliation ----------------------------------------------------------------------------
 def test_a_duplicate_confirms_the_old_fact_without_a_new_row(mem):
-    first = mem.add_fact(ANN_LISBON, user="ann", sources=["b_one"])
+    first = mem.facts.add(ANN_LISBON, user="ann", sources=["b_one"])
     assert first["action"] == "added" and first["retired"] == []
     # same triple up to case, spacing, punctuation and predicate spelling
-    again = mem.add_fact({"subject": " ann ", "predicate": "Lives in", "object": "lisbon."}, user="ann",
+    again = mem.facts.add({"subject": " ann ", "predicate": "Lives in", "object": "lisbon."}, user="ann",
                          sources=["b_two"])
     assert again["action"] == "confirmed" and again["id"] == first["id"]
-    assert mem._count("memories") == 1
+    assert count(mem, "memories") == 1
     m = mem.get(first["id"])
     assert m["confirmations"] == 1 and m["retired_at"] is None
     assert m["provenance"] == [{"bead": "b_one"}, {"bead": "b_two"}]
     assert (m["subject"], m["predicate"], m["object"]) == ("Ann", "lives_in", "Lisbon")
     # one edge Ann -lives_in-> Lisbon, one node each
-    assert mem._count("kg_nodes") == 2
+    assert count(mem, "kg_nodes") == 2
     assert [e["predicate"] for e in mem.sql.rows("SELECT predicate FROM kg_edges")] == ["lives_in"]
 
 
 def test_an_update_retires_the_old_fact_with_valid_to_and_a_contradicts_link(mem):
-    old = mem.add_fact(ANN_LISBON, user="ann")["id"]
-    res = mem.add_fact(ANN_PORTO, user="ann")
+    old = mem.facts.add(ANN_LISBON, user="ann")["id"]
+    res = mem.facts.add(ANN_PORTO, user="ann")
     new = res["id"]
     assert res["action"] == "updated" and res["retired"] == [old]
-    assert mem._count("memories") == 2  # never deleted
+    assert count(mem, "memories") == 2  # never deleted
     o = row(mem, old)
     assert o["valid_to"] == parse_time("2025-01-01") and o["retired_at"] is not None
     assert o["superseded_by"] == new and json.loads(o["meta"])["retired_reason"] == "update"
@@ -100,12 +104,12 @@ def test_an_update_retires_the_old_fact_with_valid_to_and_a_contradicts_link(mem
     where, args = F.current_sql("m", as_of="2023-01-01")
     assert texts_where(mem, where, args) == []
     # the old one is still in the history
-    assert [h["id"] for h in mem.history(new)] == [old, new]
+    assert [h["id"] for h in mem.facts.history(new)] == [old, new]
 
 
 def test_as_of_leaves_out_corrections_and_now_leaves_out_ended_facts(mem):
-    a = mem.add_fact({"subject": "Ann", "predicate": "works_at", "object": "Acme"}, user="ann")["id"]
-    ended = mem.add_fact({"subject": "Bob", "predicate": "works_at", "object": "Initech",
+    a = mem.facts.add({"subject": "Ann", "predicate": "works_at", "object": "Acme"}, user="ann")["id"]
+    ended = mem.facts.add({"subject": "Bob", "predicate": "works_at", "object": "Initech",
                           "valid_from": "2010-01-01", "valid_to": "2012-01-01"}, user="ann")["id"]
     with mem.log.write() as t:  # retired as a correction: never true
         t.append("memory.retire", {"id": a, "user": "ann", "retired_at": 1, "valid_to": None, "by": None,
@@ -120,17 +124,17 @@ def test_as_of_leaves_out_corrections_and_now_leaves_out_ended_facts(mem):
 
 
 def test_negations_contradict_and_leave_no_positive_edge(mem):
-    likes = mem.add_fact({"subject": "Ann", "predicate": "likes", "object": "coffee"}, user="ann")["id"]
-    res = mem.add_fact({"subject": "Ann", "predicate": "dislikes", "object": "Coffee"}, user="ann")
+    likes = mem.facts.add({"subject": "Ann", "predicate": "likes", "object": "coffee"}, user="ann")["id"]
+    res = mem.facts.add({"subject": "Ann", "predicate": "dislikes", "object": "Coffee"}, user="ann")
     assert res["action"] == "contradicted" and res["retired"] == [likes]
-    home = mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon"}, user="ann")["id"]
-    res = mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon",
+    home = mem.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon"}, user="ann")["id"]
+    res = mem.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon",
                         "text": "Ann no longer lives in Lisbon"}, user="ann")
     assert res["action"] == "contradicted" and res["retired"] == [home]
     assert res["memory"]["meta"]["negated"] is True
     assert not list(mem.sql.rows("SELECT 1 FROM kg_edges WHERE evidence=?", (json.dumps([res["id"]]),)))
     # moving back contradicts the negation in turn
-    back = mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon"}, user="ann")
+    back = mem.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon"}, user="ann")
     assert back["action"] == "contradicted" and back["retired"] == [res["id"]]
 
 
@@ -151,27 +155,27 @@ def test_negation_is_read_from_the_flag_or_the_text(fact, negated):
 
 
 def test_unrelated_multi_valued_facts_are_untouched(mem):
-    tea = mem.add_fact({"subject": "Ann", "predicate": "likes", "object": "tea"}, user="ann")["id"]
-    jazz = mem.add_fact({"subject": "Ann", "predicate": "likes", "object": "jazz"}, user="ann")
-    dog = mem.add_fact({"subject": "Ann", "predicate": "has", "object": "a dog"}, user="ann")
-    bob = mem.add_fact({"subject": "Bob", "predicate": "lives_in", "object": "Porto"}, user="ann")
-    other_user = mem.add_fact({"subject": "Ann", "predicate": "likes", "object": "tea"}, user="bob")
+    tea = mem.facts.add({"subject": "Ann", "predicate": "likes", "object": "tea"}, user="ann")["id"]
+    jazz = mem.facts.add({"subject": "Ann", "predicate": "likes", "object": "jazz"}, user="ann")
+    dog = mem.facts.add({"subject": "Ann", "predicate": "has", "object": "a dog"}, user="ann")
+    bob = mem.facts.add({"subject": "Bob", "predicate": "lives_in", "object": "Porto"}, user="ann")
+    other_user = mem.facts.add({"subject": "Ann", "predicate": "likes", "object": "tea"}, user="bob")
     assert [r["action"] for r in (jazz, dog, bob, other_user)] == ["added"] * 4
     assert mem.sql.conn.execute("SELECT count(*) FROM memories WHERE retired_at IS NOT NULL").fetchone()[0] == 0
     assert row(mem, tea)["confirmations"] == 0
 
 
 def test_an_older_fact_learned_later_is_closed_by_the_newer_one(mem):
-    lisbon = mem.add_fact(ANN_LISBON, user="ann")["id"]
-    porto = mem.add_fact(ANN_PORTO, user="ann")["id"]
-    res = mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Berlin", "valid_from": "2010-01-01"},
+    lisbon = mem.facts.add(ANN_LISBON, user="ann")["id"]
+    porto = mem.facts.add(ANN_PORTO, user="ann")["id"]
+    res = mem.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Berlin", "valid_from": "2010-01-01"},
                        user="ann")
     berlin = res["id"]
     assert res["action"] == "added" and res["retired"] == [berlin]
     b = row(mem, berlin)
     assert b["valid_to"] == parse_time("2024-05-01") and b["superseded_by"] == lisbon  # the next version
     assert row(mem, porto)["retired_at"] is None
-    hist = mem.history(porto)
+    hist = mem.facts.history(porto)
     assert [h["object"] for h in hist] == ["Berlin", "Lisbon", "Porto"]
     assert [h["status"] for h in hist] == ["retired", "retired", "current"]
     where, args = F.current_sql("m", as_of="2015-01-01")
@@ -179,16 +183,16 @@ def test_an_older_fact_learned_later_is_closed_by_the_newer_one(mem):
 
 
 def test_a_fact_true_again_after_it_ended_is_a_new_row(mem):
-    old = mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon", "valid_from": "2010-01-01",
+    old = mem.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon", "valid_from": "2010-01-01",
                         "valid_to": "2015-01-01"}, user="ann")["id"]
-    res = mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon", "valid_from": "2020-01-01"},
+    res = mem.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon", "valid_from": "2020-01-01"},
                        user="ann")
     assert res["action"] == "added" and res["id"] != old and row(mem, old)["retired_at"] is None
 
 
 def test_a_closing_statement_updates_an_open_fact(mem):
-    old = mem.add_fact({"subject": "Ann", "predicate": "works_at", "object": "Acme"}, user="ann")["id"]
-    res = mem.add_fact({"subject": "Ann", "predicate": "works_at", "object": "Acme", "valid_to": "2030-01-01"},
+    old = mem.facts.add({"subject": "Ann", "predicate": "works_at", "object": "Acme"}, user="ann")["id"]
+    res = mem.facts.add({"subject": "Ann", "predicate": "works_at", "object": "Acme", "valid_to": "2030-01-01"},
                        user="ann")
     assert res["action"] == "updated" and res["retired"] == [old]
     assert row(mem, old)["valid_to"] == parse_time("2030-01-01")
@@ -204,14 +208,14 @@ def test_free_text_facts_find_similar_candidates_for_the_arbiter(mem):
             seen.append((new_fact["text"], [(c["text"], c["similarity"]) for c in candidates]))
             return [(c["id"], "unrelated") for c in candidates]
 
-    mem.add_fact({"subject": "Ann", "predicate": "plans", "object": "a trip to Japan",
+    mem.facts.add({"subject": "Ann", "predicate": "plans", "object": "a trip to Japan",
                   "text": "Ann plans a trip to Japan in spring"}, user="ann")
-    mem.add_fact({"subject": "Ann", "predicate": "decided", "object": "a trip to Japan",
+    mem.facts.add({"subject": "Ann", "predicate": "decided", "object": "a trip to Japan",
                   "text": "Ann plans a trip to Japan in spring!"}, user="ann", arbiter=Recording())
     (text, candidates), = seen
     assert candidates and candidates[0][0] == "Ann plans a trip to Japan in spring" and candidates[0][1] >= F.SIMILAR
     # and the rules call identical text a duplicate
-    res = mem.add_fact({"subject": "Ann", "predicate": "hopes", "object": "to see Japan",
+    res = mem.facts.add({"subject": "Ann", "predicate": "hopes", "object": "to see Japan",
                         "text": "Ann plans a trip to Japan in spring"}, user="ann")
     assert res["action"] == "confirmed"
 
@@ -225,26 +229,23 @@ def test_an_arbiter_that_fails_falls_back_to_the_rules(mem):
         def decide(self, new_fact, candidates):
             raise ExtractorUnavailable("ollama is not running", hint="start it")
 
-    old = mem.add_fact(ANN_LISBON, user="ann")["id"]
-    res = mem.add_fact(ANN_PORTO, user="ann", arbiter=Down())
+    old = mem.facts.add(ANN_LISBON, user="ann")["id"]
+    res = mem.facts.add(ANN_PORTO, user="ann", arbiter=Down())
     assert res["retired"] == [old] and res["arbiter"].startswith("rules (llm failed")
 
 
 class SlowRules(F.RuleArbiter):
-    """Not the built-in rules: add_facts takes its facts one at a time (as for an LLM)."""
+    """Not the built-in rules: add_many takes its facts one at a time (as for an LLM)."""
 
 
 @pytest.mark.parametrize("arbiter, chunk", [(None, 256), (None, 2), (SlowRules(), 256)])
-def test_a_batch_sees_its_own_earlier_facts(mem, monkeypatch, arbiter, chunk):
-    import brandmind.memory
-
-    monkeypatch.setattr(brandmind.memory, "INGEST_BATCH", chunk)
-    results = mem.add_facts([
+def test_a_batch_sees_its_own_earlier_facts(mem, arbiter, chunk):
+    results = mem.facts.add_many([
         {"subject": "Ann", "predicate": "lives_in", "object": "Lisbon", "ts": "2024-01-01"},
         {"subject": "Bob", "predicate": "likes", "object": "Lisbon"},
         {"subject": "Ann", "predicate": "lives_in", "object": "Porto", "ts": "2024-06-01"},
         {"subject": "Ann", "predicate": "lives_in", "object": "Porto", "ts": "2024-07-01"},
-    ], user="ann", arbiter=arbiter)
+    ], user="ann", arbiter=arbiter, chunk=chunk)
     assert [r["action"] for r in results] == ["added", "added", "updated", "confirmed"]
     assert results[2]["retired"] == [results[0]["id"]] and results[3]["id"] == results[2]["id"]
     assert results[3]["memory"]["confirmations"] == 1 and results[0]["memory"]["retired_at"]
@@ -254,7 +255,7 @@ def test_a_batch_sees_its_own_earlier_facts(mem, monkeypatch, arbiter, chunk):
 
 def test_bad_facts_store_nothing(mem):
     with pytest.raises(InvalidInput, match="fact 2"):
-        mem.add_facts([ANN_LISBON, {"subject": "Ann", "predicate": "lives in!", "object": "x"}], user="ann")
+        mem.facts.add_many([ANN_LISBON, {"subject": "Ann", "predicate": "lives in!", "object": "x"}], user="ann")
     for bad in ({"subject": "", "predicate": "likes", "object": "x"}, {"subject": "A", "predicate": "likes"},
                 {"subject": "A", "predicate": "likes", "object": "x", "valid_from": "someday"},
                 {"subject": "A", "predicate": "likes", "object": "x", "valid_from": "2024-02-01",
@@ -263,8 +264,8 @@ def test_bad_facts_store_nothing(mem):
                 {"subject": "A", "predicate": "likes", "object": "x", "confidence": 3},
                 ["not", "an", "object"]):
         with pytest.raises(InvalidInput):
-            mem.add_fact(bad, user="ann")
-    assert mem._count("memories") == 0 and mem.log.last_arrival() == 0
+            mem.facts.add(bad, user="ann")
+    assert count(mem, "memories") == 0 and mem.log.last_arrival() == 0
 
 
 # -- property: unrelated facts never retire anything -------------------------------------------
@@ -286,9 +287,9 @@ UNRELATED = st.lists(st.one_of(
 def unrelated_facts_retire_nothing(base, unrelated) -> None:
     with tempfile.TemporaryDirectory(dir=FAST_TMP) as tmp:
         with brandmind.Memory(home=Path(tmp), create=True) as m:
-            m.add_facts([{"subject": s, "predicate": p, "object": o} for s, p, o in base], user="ann")
+            m.facts.add_many([{"subject": s, "predicate": p, "object": o} for s, p, o in base], user="ann")
             current = set(m.sql.memory_ids("retired_at IS NULL"))
-            results = m.add_facts([{"subject": s, "predicate": p, "object": o} for s, p, o in unrelated], user="ann")
+            results = m.facts.add_many([{"subject": s, "predicate": p, "object": o} for s, p, o in unrelated], user="ann")
             still = set(m.sql.memory_ids("retired_at IS NULL"))
             assert current <= still, f"retired {current - still}"
             assert not {i for r in results for i in r["retired"]} & current
@@ -311,8 +312,12 @@ def test_property_unrelated_facts_never_retire_an_existing_fact():
 def test_property_catches_a_reconcile_that_retires_unrelated_facts(monkeypatch):
     """A plausible bug: every predicate treated as single-valued (likes tea -> likes jazz
     would retire tea).  The property finds it; the real rules pass the same case."""
+    from brandmind import factrules
+
     with monkeypatch.context() as patch:
-        patch.setattr(F, "FUNCTIONAL", F.FUNCTIONAL | {"likes", "dislikes", "has", "visited", "friend_of"})
+        wrong = F.FUNCTIONAL | {"likes", "dislikes", "has", "visited", "friend_of"}
+        patch.setattr(F, "FUNCTIONAL", wrong)  # reconciliation's candidates
+        patch.setattr(factrules, "FUNCTIONAL", wrong)  # the rule arbiter's verdicts
         with pytest.raises(AssertionError):
             _unrelated_property(60, phases=(Phase.generate,))()
         with pytest.raises(AssertionError):
@@ -323,18 +328,18 @@ def test_property_catches_a_reconcile_that_retires_unrelated_facts(monkeypatch):
 # -- ops: rebuild, commutation, missing ids, forget ------------------------------------------------
 def populate_facts(m) -> dict:
     ids = {}
-    ids["lisbon"] = m.add_fact(ANN_LISBON, user="ann", sources=["b_1"])["id"]
-    m.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon"}, user="ann", sources=["b_2"])
-    ids["porto"] = m.add_fact(ANN_PORTO, user="ann")["id"]
-    ids["berlin"] = m.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Berlin",
+    ids["lisbon"] = m.facts.add(ANN_LISBON, user="ann", sources=["b_1"])["id"]
+    m.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon"}, user="ann", sources=["b_2"])
+    ids["porto"] = m.facts.add(ANN_PORTO, user="ann")["id"]
+    ids["berlin"] = m.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Berlin",
                                 "valid_from": "2010-01-01"}, user="ann")["id"]
-    ids["tea"] = m.add_fact({"subject": "Ann", "predicate": "likes", "object": "tea"}, user="ann")["id"]
-    ids["notea"] = m.add_fact({"subject": "Ann", "predicate": "dislikes", "object": "tea"}, user="ann")["id"]
-    ids["bob"] = m.add_fact({"subject": "Bob", "predicate": "works_at", "object": "Acme"}, user="bob")["id"]
+    ids["tea"] = m.facts.add({"subject": "Ann", "predicate": "likes", "object": "tea"}, user="ann")["id"]
+    ids["notea"] = m.facts.add({"subject": "Ann", "predicate": "dislikes", "object": "tea"}, user="ann")["id"]
+    ids["bob"] = m.facts.add({"subject": "Bob", "predicate": "works_at", "object": "Acme"}, user="bob")["id"]
     ids["note"] = m.remember("Ann's moving notes", user="ann")["id"]
-    m.link(ids["note"], ids["porto"], "supports", 0.7)
-    ids["gone"] = m.add_fact({"subject": "Ann", "predicate": "has", "object": "a cat"}, user="ann")["id"]
-    m.link(ids["gone"], ids["note"], "relates_to")
+    m.graph.link(ids["note"], ids["porto"], "supports", 0.7)
+    ids["gone"] = m.facts.add({"subject": "Ann", "predicate": "has", "object": "a cat"}, user="ann")["id"]
+    m.graph.link(ids["gone"], ids["note"], "relates_to")
     m.forget(ids["gone"])
     return ids
 
@@ -388,12 +393,12 @@ def test_property_rebuild_reproduces_fact_ops():
                 for op in operations:
                     live = m.sql.memory_ids("1 ORDER BY rowid")
                     if op[0] == "fact":
-                        m.add_fact({"subject": op[1], "predicate": op[2], "object": op[3], "valid_from": op[4]},
+                        m.facts.add({"subject": op[1], "predicate": op[2], "object": op[3], "valid_from": op[4]},
                                    user=op[5])
                     elif op[0] == "link" and live:
                         a, b = live[op[1] % len(live)], live[op[2] % len(live)]
                         if a != b and m.get(a)["user"] == m.get(b)["user"]:
-                            m.link(a, b, "contradicts", 0.9)
+                            m.graph.link(a, b, "contradicts", 0.9)
                     elif op[0] == "forget" and live:
                         m.forget(live[op[1] % len(live)])
                     elif op[0] == "forget_user":
@@ -440,13 +445,13 @@ def test_retire_and_confirm_of_a_missing_memory_do_nothing(mem):
         t.append("memory.confirm", {"id": "m_missing", "user": "ann", "ts": 1, "provenance": []})
         t.append("kg.edge.retire", {"id": "e_missing", "retired_at": 1, "valid_to": None})
     assert mem.store.catch_up() == 3
-    assert mem._count("memories") == 0
+    assert count(mem, "memories") == 0
 
 
 def test_forget_user_removes_their_facts_graph_and_log_content(store):
     with open_memory() as m:
         ids = populate_facts(m)
-        m.add_fact({"subject": "Bob", "predicate": "likes", "object": "Lisbon"}, user="bob")
+        m.facts.add({"subject": "Bob", "predicate": "likes", "object": "Lisbon"}, user="bob")
         m.forget_user("ann")
         c = m.sql.conn
         assert c.execute("SELECT count(*) FROM memories WHERE user_id='ann'").fetchone()[0] == 0
@@ -471,25 +476,25 @@ def test_forget_user_removes_their_facts_graph_and_log_content(store):
 
 
 def test_forgetting_a_fact_removes_its_edge_and_links(mem):
-    fact = mem.add_fact(ANN_LISBON, user="ann")["id"]
+    fact = mem.facts.add(ANN_LISBON, user="ann")["id"]
     note = mem.remember("a note", user="ann")["id"]
-    mem.link(note, fact, "supports")
+    mem.graph.link(note, fact, "supports")
     mem.forget(fact)
     c = mem.sql.conn
     assert c.execute("SELECT count(*) FROM kg_edges").fetchone()[0] == 0
     assert c.execute("SELECT count(*) FROM kg_mentions").fetchone()[0] == 0
     # the nodes only this fact named go with it (their names are the forgotten words);
     # a node another fact still names stays
-    assert mem._count("kg_nodes") == 0
-    other = mem.add_fact({**ANN_LISBON, "predicate": "works_in"}, user="ann")["id"]
-    mem.forget(mem.add_fact(ANN_LISBON, user="ann")["id"])
-    assert mem._count("kg_nodes") == 2 and mem.get(other)
+    assert count(mem, "kg_nodes") == 0
+    other = mem.facts.add({**ANN_LISBON, "predicate": "works_in"}, user="ann")["id"]
+    mem.forget(mem.facts.add(ANN_LISBON, user="ann")["id"])
+    assert count(mem, "kg_nodes") == 2 and mem.get(other)
 
 
 def test_a_late_link_or_mention_of_a_forgotten_memory_is_not_created(mem):
     a = mem.remember("one", user="ann")["id"]
     b = mem.remember("two", user="ann")["id"]
-    node = mem.kg_add_node("Ann", user="ann")["id"]
+    node = mem.graph.add_node("Ann", user="ann")["id"]
     mem.forget(b)
     with mem.log.write() as t:  # e.g. from another replica that had not seen the forget
         t.append("kg.edge", {"id": "e_late", "src": a, "dst": b, "predicate": "supports", "weight": 0.5,
@@ -499,7 +504,7 @@ def test_a_late_link_or_mention_of_a_forgotten_memory_is_not_created(mem):
                              "evidence": [], "meta": {}, "ts": 1})
     mem.store.catch_up()
     assert [r[0] for r in mem.sql.conn.execute("SELECT id FROM kg_edges")] == ["e_ok"]
-    assert mem._count("kg_mentions") == 0
+    assert count(mem, "kg_mentions") == 0
     before = dump(mem)
     mem.admin.rebuild()
     assert dump(mem) == before
@@ -511,8 +516,8 @@ def test_the_migration_fills_recorded_at_of_older_rows(store):
 
     with open_memory() as m:
         mid = m.remember("old memory", user="ann", ts="2020-01-01")["id"]
-        n = m.kg_add_node("Ann", user="ann")["id"]
-        m.kg_link(n, n, "knows", user="ann")
+        n = m.graph.add_node("Ann", user="ann")["id"]
+        m.graph.add_edge(n, n, "knows", user="ann")
     db = store / "data" / "memory.sqlite"
     conn = apsw.Connection(str(db))
     conn.enable_load_extension(True)
@@ -530,72 +535,72 @@ def test_the_migration_fills_recorded_at_of_older_rows(store):
         assert got["retired_at"] is None and got["confirmations"] == 0
         edge = next(m.sql.rows("SELECT * FROM kg_edges"))
         assert edge["recorded_at"] == edge["created_at"]
-        assert m.add_fact(ANN_LISBON, user="ann")["action"] == "added"
+        assert m.facts.add(ANN_LISBON, user="ann")["action"] == "added"
 
 
 # -- history, links, neighbours -----------------------------------------------------------------------
 def test_history_follows_versions_and_contradicts_links_only(mem):
-    tea = mem.add_fact({"subject": "Ann", "predicate": "likes", "object": "tea"}, user="ann")["id"]
-    jazz = mem.add_fact({"subject": "Ann", "predicate": "likes", "object": "jazz"}, user="ann")["id"]
-    notea = mem.add_fact({"subject": "Ann", "predicate": "dislikes", "object": "tea"}, user="ann")["id"]
-    hist = mem.history(tea)
+    tea = mem.facts.add({"subject": "Ann", "predicate": "likes", "object": "tea"}, user="ann")["id"]
+    jazz = mem.facts.add({"subject": "Ann", "predicate": "likes", "object": "jazz"}, user="ann")["id"]
+    notea = mem.facts.add({"subject": "Ann", "predicate": "dislikes", "object": "tea"}, user="ann")["id"]
+    hist = mem.facts.history(tea)
     assert [h["id"] for h in hist] == [tea, notea]
     assert hist[0]["status"] == "retired" and hist[0]["reason"] == "contradiction"
     assert hist[1]["status"] == "current" and hist[1]["valid_from"] and hist[1]["recorded_at"]
-    assert [h["id"] for h in mem.history(jazz)] == [jazz]
+    assert [h["id"] for h in mem.facts.history(jazz)] == [jazz]
     # a plain memory linked by contradicts joins the chain
     note = mem.remember("Ann said tea is fine after all", user="ann")["id"]
-    mem.link(note, notea, "contradicts", 0.6)
-    assert {h["id"] for h in mem.history(note)} == {tea, notea, note}
+    mem.graph.link(note, notea, "contradicts", 0.6)
+    assert {h["id"] for h in mem.facts.history(note)} == {tea, notea, note}
     with pytest.raises(NotFound):
-        mem.history("m_nope")
+        mem.facts.history("m_nope")
 
 
 def test_link_validates_type_strength_and_owner(mem):
     a = mem.remember("one", user="ann")["id"]
     b = mem.remember("two", user="ann")["id"]
     c = mem.remember("three", user="bob")["id"]
-    edge = mem.link(a, b, "example_of", 0.25)
+    edge = mem.graph.link(a, b, "example_of", 0.25)
     assert (edge["src"], edge["dst"], edge["predicate"], edge["weight"]) == (a, b, "example_of", 0.25)
     assert edge["recorded_at"] is not None
     for args, err in (((a, b, "likes"), InvalidInput), ((a, b, "supports", 1.5), InvalidInput),
                       ((a, b, "supports", float("nan")), InvalidInput), ((a, a, "supports"), InvalidInput),
                       ((a, c, "supports"), InvalidInput), ((a, "m_nope", "supports"), NotFound)):
         with pytest.raises(err):
-            mem.link(*args)
-    assert mem._count("kg_edges") == 1
+            mem.graph.link(*args)
+    assert count(mem, "kg_edges") == 1
 
 
 def test_neighbors_radius_one_and_two(mem):
-    mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon", "object_type": "place"}, user="ann")
-    mem.add_fact({"subject": "Lisbon", "predicate": "part_of", "object": "Portugal", "subject_type": "place",
+    mem.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon", "object_type": "place"}, user="ann")
+    mem.facts.add({"subject": "Lisbon", "predicate": "part_of", "object": "Portugal", "subject_type": "place",
                   "object_type": "place"}, user="ann")
-    mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Portugal"}, user="bob")  # another user
+    mem.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Portugal"}, user="bob")  # another user
 
     def names(result, hops=None):
         return sorted(n.get("name") or n["text"] for n in result["nodes"] if hops is None or n["hops"] == hops)
 
-    one = mem.neighbors("Ann", 1, user="ann")
+    one = mem.graph.neighbors("Ann", 1, user="ann")
     assert one["root"]["name"] == "Ann" and one["root"]["kind"] == "node"
     assert names(one) == ["Ann lives in Lisbon", "Lisbon"]
-    two = mem.neighbors("ann", 2, user="ann")  # names match normalised
+    two = mem.graph.neighbors("ann", 2, user="ann")  # names match normalised
     assert names(two, 2) == ["Lisbon part of Portugal", "Portugal"]
     assert any(e["predicate"] == "part_of" for e in two["edges"])
     assert all(n["id"] != one["root"]["id"] for n in two["nodes"])
     # from a memory
     fact = next(n["id"] for n in one["nodes"] if n["kind"] == "memory")
-    around = mem.neighbors(fact, 1)
+    around = mem.graph.neighbors(fact, 1)
     assert around["root"]["kind"] == "memory" and names(around) == ["Ann", "Lisbon"]
     # a retired edge is not walked unless asked
-    mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Madrid", "object_type": "place"}, user="ann")
-    now = mem.neighbors("Ann", 1, user="ann")
+    mem.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Madrid", "object_type": "place"}, user="ann")
+    now = mem.graph.neighbors("Ann", 1, user="ann")
     assert "Lisbon" not in names(now) and "Madrid" in names(now)
-    assert "Lisbon" in names(mem.neighbors("Ann", 1, user="ann", include_retired=True))
+    assert "Lisbon" in names(mem.graph.neighbors("Ann", 1, user="ann", include_retired=True))
     for bad in (0, 4, True, "2"):
         with pytest.raises(UsageError):
-            mem.neighbors("Ann", bad, user="ann")
+            mem.graph.neighbors("Ann", bad, user="ann")
     with pytest.raises(NotFound):
-        mem.neighbors("Nobody", 1, user="ann")
+        mem.graph.neighbors("Nobody", 1, user="ann")
 
 
 # -- CLI -------------------------------------------------------------------------------------------------

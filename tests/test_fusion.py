@@ -173,11 +173,11 @@ def test_graph_expansion_adds_memories_linked_through_entities(store) -> None:
         b = mem.remember("postgres needs a vacuum every night")
         for i in range(20):
             mem.remember(f"unrelated note {i} about lunch plans")
-        billing = mem.kg_add_node("billing service", type="project")
-        pg = mem.kg_add_node("Postgres", type="tool")
-        mem.kg_link(billing["id"], a["id"], "mentions")
-        mem.kg_link(pg["id"], b["id"], "mentions")
-        mem.kg_link(billing["id"], pg["id"], "depends_on", weight=0.9)
+        billing = mem.graph.add_node("billing service", type="project")
+        pg = mem.graph.add_node("Postgres", type="tool")
+        mem.graph.add_edge(billing["id"], a["id"], "mentions")
+        mem.graph.add_edge(pg["id"], b["id"], "mentions")
+        mem.graph.add_edge(billing["id"], pg["id"], "depends_on", weight=0.9)
         hits = mem.recall("what language is the billing service written in?", k=3)
         assert hits[0]["id"] == a["id"]
         linked = next(h for h in hits if h["id"] == b["id"])
@@ -242,9 +242,9 @@ def test_recency_and_importance_add_candidates_not_only_boosts(store) -> None:
 
 def test_recall_returns_what_is_true_now_or_as_of_a_date(bm, store) -> None:
     with Memory() as mem:
-        old = mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon",
+        old = mem.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon",
                             "valid_from": "2019-03-01"})["id"]
-        new = mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Porto",
+        new = mem.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Porto",
                             "valid_from": "2024-09-01"})["id"]
         ended = mem.remember("Ann works at the bakery", ts="2020-01-01T00:00:00Z")
         ids = [h["id"] for h in mem.recall("where does Ann live?", k=50)]

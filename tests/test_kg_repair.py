@@ -177,19 +177,17 @@ def _sync_all(mems, remote) -> None:
 
 def test_sync_carries_rm_and_merge_and_late_edges_follow_the_merge(two_stores):
     (a, b), remote = two_stores
-    a.kg_link("Ann", "Lisbon", "lives_in", user="ann")
-    a.kg_add_node("Lisboa", type="place", user="ann")
-    a.kg_link("Ann", "Porto", "likes", user="ann")
+    a.graph.add_edge("Ann", "Lisbon", "lives_in", user="ann")
+    a.graph.add_node("Lisboa", type="place", user="ann")
+    a.graph.add_edge("Ann", "Porto", "likes", user="ann")
     _sync_all([a, b], remote)
     assert graph_of(b) == graph_of(a)
     # concurrently: A merges Lisboa into Lisbon and removes Porto; B, not knowing,
     # links Lisboa and Porto to new nodes
-    from brandmind import graph
-
-    graph.merge_nodes(a, "Lisboa", "Lisbon", user="ann")
-    graph.remove_node(a, "Porto", user="ann")
-    b.kg_link("Lisboa", "Portugal", "part_of", user="ann")
-    b.kg_link("Tom", "Porto", "visited", user="ann")
+    a.graph.merge_nodes("Lisboa", "Lisbon", user="ann")
+    a.graph.remove_node("Porto", user="ann")
+    b.graph.add_edge("Lisboa", "Portugal", "part_of", user="ann")
+    b.graph.add_edge("Tom", "Porto", "visited", user="ann")
     _sync_all([a, b], remote)
     want = {"nodes": ["Ann", "Lisbon", "Portugal", "Tom"],
             "edges": [("Ann", "lives_in", "Lisbon"), ("Lisbon", "part_of", "Portugal")],

@@ -103,10 +103,10 @@ def populate(mem) -> dict:
     mem.ingest(messages(12), user="ann")
     mem.ingest(messages(4, thread="bobchat", speaker="bob"), user="bob")
     mem.add_bead("a tool said: build green", user="ann", role="tool", source="tool:ci", ts="2024-06-01")
-    lisbon = mem.kg_add_node("Lisbon", type="place", user="ann", labels=["city"])
-    ann = mem.kg_add_node("Ann", type="person", user="ann")
-    mem.kg_link(ann["id"], lisbon["id"], "lives_in", weight=0.8, evidence=[ids["lisbon"]], user="ann")
-    mem.kg_link(lisbon["id"], ids["lisbon"], "mentions", user="ann")
+    lisbon = mem.graph.add_node("Lisbon", type="place", user="ann", labels=["city"])
+    ann = mem.graph.add_node("Ann", type="person", user="ann")
+    mem.graph.add_edge(ann["id"], lisbon["id"], "lives_in", weight=0.8, evidence=[ids["lisbon"]], user="ann")
+    mem.graph.add_edge(lisbon["id"], ids["lisbon"], "mentions", user="ann")
     mem.forget(ids["gone"])
     return ids
 
@@ -191,10 +191,10 @@ def test_each_mutation_appends_exactly_its_ops(home):
         assert kinds(mem, lambda: mem.add_bead("hello", user="ann")) == ["bead.add"]
         assert kinds(mem, lambda: mem.ingest(messages(3), user="ann")) == ["bead.add", "memory.add"] * 3
         assert kinds(mem, lambda: mem.ingest(messages(4), user="ann")) == ["bead.add", "memory.add"]  # 3 known
-        assert kinds(mem, lambda: holder.update(n=mem.kg_add_node("Lisbon", user="ann"))) == ["kg.node"]
-        assert kinds(mem, lambda: holder.update(o=mem.kg_add_node("Ann", user="ann"))) == ["kg.node"]
-        assert kinds(mem, lambda: mem.kg_link(holder["o"]["id"], holder["n"]["id"], "lives_in", user="ann")) == ["kg.edge"]
-        assert kinds(mem, lambda: mem.kg_link(holder["n"]["id"], holder["m"]["id"], "mentions", user="ann")) == ["kg.mention"]
+        assert kinds(mem, lambda: holder.update(n=mem.graph.add_node("Lisbon", user="ann"))) == ["kg.node"]
+        assert kinds(mem, lambda: holder.update(o=mem.graph.add_node("Ann", user="ann"))) == ["kg.node"]
+        assert kinds(mem, lambda: mem.graph.add_edge(holder["o"]["id"], holder["n"]["id"], "lives_in", user="ann")) == ["kg.edge"]
+        assert kinds(mem, lambda: mem.graph.add_edge(holder["n"]["id"], holder["m"]["id"], "mentions", user="ann")) == ["kg.mention"]
         assert kinds(mem, lambda: mem.forget(holder["m"]["id"])) == ["memory.forget"]
         a = mem.remember("one", user="bob")["id"]
         b = mem.remember("two", user="bob")["id"]
@@ -212,7 +212,7 @@ def test_each_mutation_appends_exactly_its_ops(home):
                     lambda: mem.remember("x" * (mem.config.max_memory_chars + 1)),
                     lambda: mem.forget("m_doesnotexist"),
                     lambda: mem.forget_many([a]),
-                    lambda: mem.kg_link("n_nope", "nada", "knows")):
+                    lambda: mem.graph.add_edge("n_nope", "nada", "knows")):
             before = mem.log.last_arrival()
             with pytest.raises(BMError):
                 bad()
@@ -307,9 +307,9 @@ def test_forget_removes_the_memory_everywhere_and_redacts_the_log(home):
     with open_store(home) as mem:
         keep = mem.remember("Ann likes Lisbon in spring", user="ann")
         m = mem.remember(SECRET, user="ann", meta={"kind": "secret"})
-        node = mem.kg_add_node("Zanzibar", user="ann")
-        mem.kg_link(node["id"], m["id"], "mentions", user="ann")
-        mem.kg_link(node["id"], keep["id"], "mentions", user="ann")
+        node = mem.graph.add_node("Zanzibar", user="ann")
+        mem.graph.add_edge(node["id"], m["id"], "mentions", user="ann")
+        mem.graph.add_edge(node["id"], keep["id"], "mentions", user="ann")
         c = mem.sql.conn
         count = lambda sql, *a: c.execute(sql, a).fetchone()[0]  # noqa: E731
         assert count("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?", '"hunter2xyz"') == 1
@@ -329,7 +329,7 @@ def test_forget_removes_the_memory_everywhere_and_redacts_the_log(home):
         assert count("SELECT count(*) FROM memories_vec") == n_vec - 1
         assert count("SELECT count(*) FROM memories_vec WHERE rowid NOT IN (SELECT rowid FROM memories)") == 0
         assert count("SELECT count(*) FROM kg_mentions WHERE memory_id=?", m["id"]) == 0
-        assert mem.kg_node(node["id"])["memories"] == [keep["id"]]
+        assert mem.graph.node(node["id"])["memories"] == [keep["id"]]
         assert all(r["id"] != m["id"] for r in mem.recall("Zanzibar pineapple passphrase", user="ann"))
         assert mem.sql.integrity() == []
 
@@ -363,9 +363,9 @@ def test_forget_user_removes_their_beads_and_leaves_other_users_alone(home):
             mem.remember(f"{who} prefers tea", user=who, type="preference", agent="helper")
             mem.add_bead(f"{who} said something private-{who}", user=who)
             mem.ingest(messages(6, thread=f"{who}-chat", speaker=who), user=who)
-            a = mem.kg_add_node(f"{who}-node", user=who)
-            b = mem.kg_add_node(f"{who}-other", user=who)
-            mem.kg_link(a["id"], b["id"], "knows", user=who)
+            a = mem.graph.add_node(f"{who}-node", user=who)
+            b = mem.graph.add_node(f"{who}-other", user=who)
+            mem.graph.add_edge(a["id"], b["id"], "knows", user=who)
         ann_beads = mem.log.bead_ids("ann")
         ann_texts = [m["text"] for m in mem.list_memories(user="ann", limit=100) if "ann" in m["text"]]
         assert len(ann_texts) == 5
@@ -375,7 +375,7 @@ def test_forget_user_removes_their_beads_and_leaves_other_users_alone(home):
                 # (scores may move: BM25 statistics span the whole index)
                 "recall": sorted(r["id"] for r in mem.recall("Lisbon tea", user="bob", k=100)),
                 "beads": mem.beads_tail(100, user="bob"),
-                "nodes": [mem.kg_node(n, user="bob") for n in ("bob-node", "bob-other")],
+                "nodes": [mem.graph.node(n, user="bob") for n in ("bob-node", "bob-other")],
                 "export": [line for line in export_lines(mem) if '"bob' in line]}
 
     with brandmind.Memory(home=home) as mem:
@@ -391,7 +391,7 @@ def test_forget_user_removes_their_beads_and_leaves_other_users_alone(home):
                 mem.get_bead(bead_id)
         assert mem.admin.stats(user="ann")["counts"] == {"memories": 0, "beads": 0, "nodes": 0, "edges": 0}
         with pytest.raises(NotFound):
-            mem.kg_node("ann-node", user="ann")
+            mem.graph.node("ann-node", user="ann")
         assert bob_view(mem) == bob_before
         # ann's memory texts are redacted from the log
         log = json.dumps(list(mem.log.iter_ops()))

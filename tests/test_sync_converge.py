@@ -159,19 +159,19 @@ class Sim:
         mem.forget_user(USERS[user])
 
     def do_fact(self, mem, i, user, s, p, o):
-        mem.add_fact({"subject": SUBJECTS[s], "predicate": PREDICATES[p], "object": OBJECTS[o]},
+        mem.facts.add({"subject": SUBJECTS[s], "predicate": PREDICATES[p], "object": OBJECTS[o]},
                      user=USERS[user])
 
     def do_consolidate(self, mem, i, user):
         mem.consolidate(user=USERS[user])
 
     def do_node(self, mem, i, user, name):
-        mem.kg_add_node(OBJECTS[name], user=USERS[user])
+        mem.graph.add_node(OBJECTS[name], user=USERS[user])
 
     def do_link(self, mem, i, a, b, p):
         nodes = [r[0] for r in mem.sql.conn.execute("SELECT id FROM kg_nodes ORDER BY id")]
         if nodes:
-            mem.kg_link(nodes[a % len(nodes)], nodes[b % len(nodes)], PREDICATES[p])
+            mem.graph.add_edge(nodes[a % len(nodes)], nodes[b % len(nodes)], PREDICATES[p])
 
     def do_retire_edge(self, mem, i, user, s, p, o):
         # a second fact with the same subject and single-valued predicate retires the first one's edge
@@ -456,9 +456,9 @@ def test_an_op_waits_for_its_predecessor_of_the_same_replica(pair):
 def test_a_retire_that_arrives_before_its_memory_waits_for_it(pair):
     """B updates a fact it pulled from A; a third store gets B's retire before A's add."""
     a, b = pair
-    a.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Paris"}, user="ann")
+    a.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Paris"}, user="ann")
     b.receive_ops(a.log.ops_of(a.log.replica, 0))
-    b.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Berlin"}, user="ann")
+    b.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Berlin"}, user="ann")
     root = _root()
     try:
         with Memory(create=True, config=Config.load(root / "c")) as c:

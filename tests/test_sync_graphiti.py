@@ -420,7 +420,7 @@ def test_sync_once_mirrors_a_store_to_graphiti(store, make_sink, falkordb):
     with Memory() as mem:
         sink = make_sink(name="graph")
         remote = MirrorRemote(sink, mem)
-        acme = mem.add_fact({"subject": "Ada", "predicate": "works_at", "object": "Acme",
+        acme = mem.facts.add({"subject": "Ada", "predicate": "works_at", "object": "Acme",
                              "text": "Ada works at Acme"}, user="ann", ts="2025-01-10T00:00:00Z")
         tea = mem.remember("Ann likes green tea", user="ann")
         bob = mem.remember("Bob plays chess on Sundays", user="bob")
@@ -447,7 +447,7 @@ def test_sync_once_mirrors_a_store_to_graphiti(store, make_sink, falkordb):
         assert counts(falkordb, ann) == before
 
         # an update retires the old fact: kept on graphiti with expired_at / invalid_at
-        initech = mem.add_fact({"subject": "Ada", "predicate": "works_at", "object": "Initech",
+        initech = mem.facts.add({"subject": "Ada", "predicate": "works_at", "object": "Initech",
                                 "text": "Ada works at Initech"}, user="ann", ts="2025-06-01T00:00:00Z")
         assert initech["retired"] == [acme["id"]]
         assert sync_once(mem, remote)["errors"] == []
@@ -530,7 +530,7 @@ def test_contract_mirror_graphiti(store, make_sink, falkordb):
     from brandmind.sync.mirror import MirrorRemote
 
     with Memory() as mem:
-        mem.add_fact({"subject": "Ada", "predicate": "works_at", "object": "Acme", "text": "Ada works at Acme"},
+        mem.facts.add({"subject": "Ada", "predicate": "works_at", "object": "Acme", "text": "Ada works at Acme"},
                      user="ann")
         mem.remember("Ann likes green tea", user="ann")
         mem.add_bead("I moved to Lyon last week", user="ann")

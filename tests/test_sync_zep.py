@@ -75,10 +75,10 @@ def mem(tmp_path):
 def fill(mem: Memory) -> dict:
     """A plain memory, two structured facts (one node each side), a node-node edge, beads."""
     out = {"plain": mem.remember("Ann prefers window seats", type="preference", user="ann")["id"],
-           "acme": mem.add_fact({"subject": "Ann", "predicate": "works_at", "object": "Acme"}, user="ann")["id"],
-           "tea": mem.add_fact({"subject": "Ann", "predicate": "likes", "object": "green tea"}, user="ann")["id"]}
-    mem.kg_add_node("Bob", user="ann")
-    out["edge"] = mem.kg_link("Ann", "Bob", "knows", user="ann")["id"]
+           "acme": mem.facts.add({"subject": "Ann", "predicate": "works_at", "object": "Acme"}, user="ann")["id"],
+           "tea": mem.facts.add({"subject": "Ann", "predicate": "likes", "object": "green tea"}, user="ann")["id"]}
+    mem.graph.add_node("Bob", user="ann")
+    out["edge"] = mem.graph.add_edge("Ann", "Bob", "knows", user="ann")["id"]
     out["beads"] = [mem.add_bead("hi, I am Ann", role="user", user="ann")["id"],
                     mem.add_bead("hello Ann", role="assistant", user="ann")["id"]]
     return out
@@ -241,16 +241,16 @@ def test_409_on_user_create_is_fine(zep, sink_for, mem):
 
 
 def test_retired_fact_forget_and_forgotten_user_become_deletions(zep, sink_for, mem):
-    lisbon = mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon"}, user="ann")["id"]
-    tea = mem.add_fact({"subject": "Ann", "predicate": "likes", "object": "tea"}, user="ann")["id"]
-    bob = mem.add_fact({"subject": "Bob", "predicate": "likes", "object": "chess"}, user="bob")["id"]
+    lisbon = mem.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Lisbon"}, user="ann")["id"]
+    tea = mem.facts.add({"subject": "Ann", "predicate": "likes", "object": "tea"}, user="ann")["id"]
+    bob = mem.facts.add({"subject": "Bob", "predicate": "likes", "object": "chess"}, user="bob")["id"]
     remote = MirrorRemote(sink_for(), mem)
     clean(sync_once(mem, remote))
     assert set(edges_by_bm_id(zep)) == {lisbon, tea}
     mapping = remote.mapping()
     mem.admin.rebuild()  # remote_map is device state, not in the log: a rebuild keeps it
     assert remote.mapping() == mapping and len(mapping) == 3
-    porto = mem.add_fact({"subject": "Ann", "predicate": "lives_in", "object": "Porto"}, user="ann")
+    porto = mem.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Porto"}, user="ann")
     assert porto["retired"] == [lisbon]
     mem.forget(tea)
     clean(sync_once(mem, remote))
@@ -422,7 +422,7 @@ def test_live_zep(monkeypatch, mem):
     sink = ZepSink("zep-live", base_url=os.environ.get("ZEP_BASE_URL"), timeout=20)
     sink.ping()
     try:
-        mem.add_fact({"subject": "Ann", "predicate": "works_at", "object": "Acme"}, user=user)
+        mem.facts.add({"subject": "Ann", "predicate": "works_at", "object": "Acme"}, user=user)
         remote = MirrorRemote(sink, mem)
         clean(sync_once(mem, remote))
         assert remote.mapping()
