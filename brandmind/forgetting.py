@@ -7,7 +7,7 @@ from a forgotten turn (its raw-turn memory, facts extracted from it).  One op ea
 redacted in the log, the text scrubbed from the files (oplog.scrub, SQLite secure_delete and a
 WAL truncate); graph nodes only the forgotten facts named go too (``kg.node.remove``).
 ``forget_user_ops(store, user)`` appends the ``user.forget`` that removes everything of a user
-and redacts the log (brandmind/replication.py ``forget_user_in_log``).
+and redacts the log (brandmind/logforget.py ``forget_user_in_log``).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Iterable
 from .clock import now_millis
 from .ops import Kind
 from .projection import apply_log_side, hlc_key
-from .replication import forget_bead_in_log, forget_memory_in_log, forget_nodes_in_log, forget_user_in_log
+from .logforget import forget_bead_in_log, forget_memory_in_log, forget_nodes_in_log, forget_user_in_log
 from .storage import forget as q
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -28,14 +28,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
-from .clock import HLC, new_id
-from .errors import StoreCorrupt, StoreMissing
+from . import clock
+from .clock import CLOCK_HINT, HLC, new_id, skewed_by, span
+from .errors import ClockSkew, StoreCorrupt, StoreMissing
+from .lmdbscrub import scrub as scrub_file
 
 SCHEMA = 1
 _DBS = ("meta", "ops", "order", "beads", "bead_time", "bead_keys", "vcache", "sync")
@@ -133,11 +136,44 @@ class BlobStore:
                             yield f.name
 
 
+# sync db keys (see the module docstring): what a forget mark of each kind is kept under
+_MARKS = {"user": b"fu\0", "memory": b"fm\0", "node": b"fn\0", "bead": b"fb\0"}
+_HELD = b"ho\0"  # sync db: ho\0<replica>\0<seq u64> -> an op held back (brandmind/held.py)
+
+
+def _op_key(replica: str, seq: int) -> bytes:
+    return replica.encode() + b"\0" + _u64(seq)
+
+
+def _held_key(replica: str, seq: int) -> bytes:
+    return _HELD + replica.encode() + b"\0" + _u64(seq)
+
+
+def _held_in(cur: Any, prefix: bytes = _HELD) -> list[tuple[str, int, dict]]:
+    """(replica, seq, op) of the held ops under ``prefix``, through a cursor on the sync db."""
+    out: list[tuple[str, int, dict]] = []
+    if cur.set_range(prefix):
+        for key, raw in cur:
+            if not key.startswith(prefix):
+                break
+            key = bytes(key)
+            out.append((key[len(_HELD):-9].decode(), int.from_bytes(key[-8:], "big"), loads(raw)))
+    return out
+
+
+Check = Callable[[str, dict], None]
+
+
 class OpLog:
-    def __init__(self, path: Path, *, create: bool = False) -> None:
+    """The op log of one store.  ``check(kind, payload)``: what ``LogTxn.append`` runs on
+    every payload before storing it (brandmind/opcheck.py ``check``, passed in by the Store:
+    the log is below the op rules and does not know them)."""
+
+    def __init__(self, path: Path, *, create: bool = False, check: Check | None = None) -> None:
         import lmdb
 
         self.path = path
+        self.check = check
         if not (path / "data.mdb").exists():
             if not create:
                 raise StoreMissing(f"no bm store at {path.parent}",
@@ -172,12 +208,27 @@ class OpLog:
             pending = txn.get(b"scrub_pending", db=self.db["meta"]) is not None
             vv_ready = txn.get(b"vv_ready", db=self.db["sync"]) is not None
         if not vv_ready:  # a store from before sync: compute the version vector once
-            from .replication import init_version_vector
-
             with self.env.begin(write=True) as txn:
-                init_version_vector(self, txn)
+                self._init_version_vector(txn)
         if pending:  # a forget's scrub had to wait for another process's reader
             self.scrub()
+
+    def _init_version_vector(self, txn: Any) -> None:
+        """Compute every replica's contiguous head from the ops stored (once, for old stores)."""
+        sync = self.db["sync"]
+        heads: dict[bytes, int] = {}
+        broken: set[bytes] = set()
+        for key in txn.cursor(db=self.db["ops"]).iternext(keys=True, values=False):
+            replica, seq = key[:-9], int.from_bytes(key[-8:], "big")
+            if replica in broken:
+                continue
+            if seq == heads.get(replica, 0) + 1:
+                heads[replica] = seq
+            else:
+                broken.add(replica)
+        for replica, head in heads.items():
+            txn.put(b"vv\0" + replica, _u64(head), db=sync)
+        txn.put(b"vv_ready", b"1", db=sync)
 
     def close(self) -> None:
         self.env.close()
@@ -202,15 +253,11 @@ class OpLog:
     def mark_clock(self, offset_ms: int | None) -> None:
         """Record what a sync round found of this device's clock against the server's
         (``offset_ms`` beyond the window; None: within it, the mark goes)."""
-        import time as _time
-
-        from .clock import now_millis
-
         with self.env.begin(write=True) as txn:
             if offset_ms is None:
                 txn.delete(CLOCK_MARK, db=self.db["meta"])
             else:
-                mark = {"offset_ms": int(offset_ms), "wall_ms": now_millis(), "mono_ms": _time.monotonic() * 1000}
+                mark = {"offset_ms": int(offset_ms), "wall_ms": clock.now_millis(), "mono_ms": time.monotonic() * 1000}
                 txn.put(CLOCK_MARK, dumps(mark), db=self.db["meta"])
 
     def drop_blobs(self, digests: Iterable[str]) -> None:
@@ -228,11 +275,9 @@ class OpLog:
         first commit rolls LMDB's second meta page past the forget; while a reader in
         another process holds an older snapshot, nothing is zeroed and the ``scrub_pending``
         mark makes the next open (or forget) try again.  Returns whether it ran."""
-        from .lmdbscrub import scrub
-
         with self.env.begin(write=True) as txn:
             txn.put(b"scrub_pending", b"1", db=self.db["meta"])
-        if not scrub(self.env, self.path / "data.mdb"):
+        if not scrub_file(self.env, self.path / "data.mdb"):
             return False
         with self.env.begin(write=True) as txn:
             txn.delete(b"scrub_pending", db=self.db["meta"])
@@ -327,6 +372,12 @@ class OpLog:
         with self.read() as txn:
             return txn.get(text_key(model, text), db=self.db["vcache"])
 
+    def uncached(self, model: str, texts: Iterable[str]) -> list[str]:
+        """Those of ``texts`` whose vector (of ``model``) the cache lacks (one read)."""
+        with self.read() as txn:
+            vcache = self.db["vcache"]
+            return [text for text in texts if txn.get(text_key(model, text), db=vcache) is None]
+
     def iter_ops(self) -> Iterator[dict]:
         for _, op in self.ops_after(0):
             yield op
@@ -358,8 +409,99 @@ class OpLog:
 
     def get_op(self, replica: str, seq: int) -> dict | None:
         with self.read() as txn:
-            raw = txn.get(replica.encode() + b"\0" + _u64(seq), db=self.db["ops"])
+            raw = txn.get(_op_key(replica, seq), db=self.db["ops"])
         return loads(raw) if raw else None
+
+    # -- ops held back for clock skew (brandmind/held.py) ----------------------------------
+    def has_held(self) -> bool:
+        with self.read() as txn:
+            cur = txn.cursor(db=self.db["sync"])
+            return cur.set_range(_HELD) and cur.key().startswith(_HELD)
+
+    def held_ops(self, replica: str | None = None) -> list[dict]:
+        """The held ops (of one replica), by replica and seq."""
+        prefix = _HELD + (replica.encode() + b"\0" if replica is not None else b"")
+        with self.read() as txn:
+            return [op for _, _, op in _held_in(txn.cursor(db=self.db["sync"]), prefix)]
+
+    def held_top(self, replica: str, after: int) -> int:
+        """The highest seq S such that ops ``after + 1 .. S`` of ``replica`` are all held (or
+        ``after``)."""
+        top = after
+        with self.read() as txn:
+            cur = txn.cursor(db=self.db["sync"])
+            ok = cur.set_range(_held_key(replica, after + 1))
+            while ok and cur.key() == _held_key(replica, top + 1):
+                top += 1
+                ok = cur.next()
+        return top
+
+    # -- snapshots and the sync daemon (brandmind/sync/snapshot.py, sync/daemon.py) -------
+    def own_seq(self) -> int:
+        """This replica's last sequence number: one meta read (cheap enough to poll)."""
+        with self.read() as txn:
+            raw = txn.get(b"next_seq", db=self.db["meta"])
+        return int.from_bytes(raw, "big") - 1 if raw else 0
+
+    def blob_beads(self) -> list[dict]:
+        """The beads whose content lives in a blob file."""
+        out = []
+        with self.read() as txn:
+            for _, raw in txn.cursor(db=self.db["beads"]):
+                if b'"blob"' in raw:
+                    bead = json.loads(raw)
+                    if bead.get("blob"):
+                        out.append(bead)
+        return out
+
+    def snapshot_copy(self, dest: Path) -> dict[str, int]:
+        """A compacted copy of this log in the new directory ``dest``, without what is this
+        device's own business, not state (the vector cache: the projection has the
+        vectors; a device with another model embeds anew); returns the copy's version vector."""
+        import shutil
+
+        full = dest.with_name(dest.name + ".full")
+        full.mkdir()
+        self.env.copy(str(full), compact=True)
+        env = _open_copy(full)
+        try:
+            vcache = env.open_db(b"vcache")
+            with env.begin(write=True) as txn:
+                txn.drop(vcache, delete=False)
+            dest.mkdir()
+            env.copy(str(dest), compact=True)  # without the pages dropped above
+        finally:
+            env.close()
+        shutil.rmtree(full)
+        env = _open_copy(dest)
+        try:
+            sync = env.open_db(b"sync")
+            with env.begin(db=sync) as txn:
+                return version_vector_in(txn.cursor())
+        finally:
+            env.close()
+
+    def adopt_copy(self, path: Path) -> bool:
+        """Make the log copy at ``path`` (another device's snapshot) this device's: its
+        replica id, next seq 1, and its HLC when the copy has none.  False, and nothing
+        written, when the copy already holds ops of this device's replica."""
+        own = self.replica.encode()
+        with self.read() as txn:
+            hlc_raw = txn.get(b"hlc", db=self.db["meta"])
+        env = _open_copy(path)
+        try:
+            meta = env.open_db(b"meta")
+            sync = env.open_db(b"sync")
+            with env.begin(write=True) as txn:
+                if txn.get(b"vv\0" + own, db=sync) is not None:
+                    return False
+                txn.put(b"replica", own, db=meta)
+                txn.put(b"next_seq", _u64(1), db=meta)
+                if hlc_raw is not None and txn.get(b"hlc", db=meta) is None:
+                    txn.put(b"hlc", hlc_raw, db=meta)
+            return True
+        finally:
+            env.close()
 
     # -- beads by time, ingest's dedup keys (brandmind/beads.py, brandmind/extract/run.py) ------
     def beads_before(self, user: str, cutoff: int, n: int, thread: str | None = None) -> list[dict]:
@@ -401,6 +543,10 @@ class LogTxn:
         # this transaction redacted or deleted text: the file is scrubbed after commit
         self.scrub = False
         self.dead_blobs: list[str] = []  # blobs of forgotten beads: deleted after commit
+        # a batch (replication.receive_batch) redacts the late nodes' edges and mentions with
+        # one scan of the log at its end instead of one per node (logforget.flush_late_nodes)
+        self.batch = False
+        self.late_nodes: dict[str, str] = {}  # node id -> HLC key of the forget that removed it
 
     def _meta_int(self, key: bytes) -> int:
         return int.from_bytes(self.txn.get(key, db=self.db["meta"]), "big")
@@ -409,9 +555,6 @@ class LogTxn:
         """ClockSkew while the last sync round found this device's clock off by more than the
         window and it has not been set since (clock.skewed_by): an op stamped now would be
         refused, or win every last-writer-wins register, on the other devices."""
-        from .clock import CLOCK_HINT, skewed_by, span
-        from .errors import ClockSkew
-
         raw = self.txn.get(CLOCK_MARK, db=self.db["meta"])
         offset = skewed_by(loads(raw)) if raw else None
         if offset is not None:
@@ -422,10 +565,10 @@ class LogTxn:
 
     def append(self, kind: str, payload: dict, *, now_ms: int | None = None) -> dict:
         """Append an op of this replica; returns it (with its id and HLC).  The payload is
-        checked first (brandmind/opcheck.py): InvalidInput, and nothing of it is stored."""
-        from .opcheck import check
-
-        check(kind, payload)
+        checked first (``OpLog.check``: brandmind/opcheck.py): InvalidInput, and nothing of it
+        is stored."""
+        if self.log.check is not None:
+            self.log.check(kind, payload)
         meta = self.db["meta"]
         if now_ms is None:
             self._refuse_while_skewed()
@@ -445,17 +588,100 @@ class LogTxn:
         self.txn.put(b"vv\0" + replica.encode(), _u64(seq), db=self.db["sync"])
         return op
 
-    def receive(self, op: dict, *, max_skew_ms: int, now_ms: int | None = None, counters: Any = None) -> bool:
-        """Store an op of any replica that came from elsewhere (sync); False if it was here
-        already.  See brandmind/replication.py (skew check, HLC receive rule, remove wins)."""
-        from .replication import receive
+    # -- receiving ops of other replicas (brandmind/replication.py) --------------------------
+    def next_arrival(self) -> int:
+        return self._meta_int(b"next_arrival")
 
-        return receive(self, op, max_skew_ms=max_skew_ms, now_ms=now_ms, counters=counters)
+    def next_seq(self) -> int:
+        return self._meta_int(b"next_seq")
+
+    def set_next_seq(self, seq: int) -> None:
+        self.txn.put(b"next_seq", _u64(seq), db=self.db["meta"])
+
+    def last_hlc(self) -> tuple[int, int]:
+        """The (wall ms, counter) of this replica's clock as last stored."""
+        raw = self.txn.get(b"hlc", db=self.db["meta"])
+        last = loads(raw) if raw else [0, 0]
+        return int(last[0]), int(last[1])
+
+    def head(self, replica: str) -> int:
+        """``replica``'s contiguous head in the version vector (0: none)."""
+        raw = self.txn.get(b"vv\0" + replica.encode(), db=self.db["sync"])
+        return int.from_bytes(raw, "big") if raw else 0
+
+    def has_op(self, replica: str, seq: int) -> bool:
+        return self.txn.get(_op_key(replica, seq), db=self.db["ops"]) is not None
+
+    def stored_op(self, replica: str, seq: int) -> dict | None:
+        raw = self.txn.get(_op_key(replica, seq), db=self.db["ops"])
+        return loads(raw) if raw is not None else None
+
+    def put_received(self, replica: str, seq: int, op: dict, arrival: int) -> None:
+        """Store a received op under arrival number ``arrival`` (kept in ``fresh`` when the
+        caller asked for it)."""
+        key = _op_key(replica, seq)
+        self.txn.put(key, dumps(op), db=self.db["ops"])
+        self.txn.put(_u64(arrival), key, db=self.db["order"])
+        if self.fresh is not None:
+            self.fresh[key] = (arrival, op)
+
+    def write_counters(self, arrival: int, hlc: tuple[int, int] | None, heads: dict[str, int]) -> None:
+        """What received ops moved: the next arrival number, this replica's clock (None: it
+        did not move) and replicas' contiguous heads."""
+        self.txn.put(b"next_arrival", _u64(arrival), db=self.db["meta"])
+        if hlc is not None:
+            self.txn.put(b"hlc", json.dumps([hlc[0], hlc[1], self.log.replica]).encode(), db=self.db["meta"])
+        for replica, head in heads.items():
+            self.txn.put(b"vv\0" + replica.encode(), _u64(head), db=self.db["sync"])
+
+    # -- remove wins: forget marks, and the add ops a forget redacts (brandmind/logforget.py) --
+    def forget_mark(self, what: str, name: str) -> str | None:
+        """HLC key of the latest forget of a ``user`` / ``memory`` / ``node`` / ``bead``."""
+        raw = self.txn.get(_MARKS[what] + name.encode(), db=self.db["sync"])
+        return bytes(raw).decode() if raw is not None else None
+
+    def set_forget_mark(self, what: str, name: str, hk: str) -> None:
+        self.txn.put(_MARKS[what] + name.encode(), hk.encode(), db=self.db["sync"])
+
+    def note_memory_add(self, memory_id: str, op_id: str) -> None:
+        """The op id of a received memory's add (a memory.forget arriving later redacts it)."""
+        self.txn.put(b"ma\0" + memory_id.encode(), op_id.encode(), db=self.db["sync"])
+
+    def memory_add_op(self, memory_id: str) -> str | None:
+        raw = self.txn.get(b"ma\0" + memory_id.encode(), db=self.db["sync"])
+        return bytes(raw).decode() if raw is not None else None
+
+    def bead_add_op(self, bead_id: str) -> str | None:
+        raw = self.txn.get(b"bo\0" + bead_id.encode(), db=self.db["sync"])
+        return bytes(raw).decode() if raw is not None else None
+
+    # -- ops held back for clock skew (brandmind/held.py) ----------------------------------
+    def first_held(self, replica: str) -> int | None:
+        """The lowest held seq of ``replica`` (None: none held)."""
+        prefix = _HELD + replica.encode() + b"\0"
+        cur = self.txn.cursor(db=self.db["sync"])
+        key = cur.key() if cur.set_range(prefix) else b""
+        ok = key.startswith(prefix) and len(key) == len(prefix) + 8
+        return int.from_bytes(key[-8:], "big") if ok else None
+
+    def held_op(self, replica: str, seq: int) -> dict | None:
+        raw = self.txn.get(_held_key(replica, seq), db=self.db["sync"])
+        return loads(raw) if raw is not None else None
+
+    def hold(self, replica: str, seq: int, op: dict) -> None:
+        self.txn.put(_held_key(replica, seq), dumps(op), db=self.db["sync"])
+
+    def unhold(self, replica: str, seq: int) -> None:
+        self.txn.delete(_held_key(replica, seq), db=self.db["sync"])
+
+    def held(self) -> list[tuple[str, int, dict]]:
+        """Every held op as ``(replica, seq, op)``, by replica and seq."""
+        return _held_in(self.txn.cursor(db=self.db["sync"]))
 
     def redact(self, op_id: str, payload: dict) -> None:
         """Replace the payload of an earlier op (used by forget, so text does not linger in the log)."""
         replica, seq = op_id.rsplit(":", 1)
-        key = replica.encode() + b"\0" + _u64(int(seq))
+        key = _op_key(replica, int(seq))
         raw = self.txn.get(key, db=self.db["ops"])
         if raw is None:
             return
@@ -550,3 +776,10 @@ class LogTxn:
 
 def _bead_time_key(bead: dict) -> bytes:
     return bead["user"].encode() + b"\0" + _u64(max(0, int(bead["ts"]))) + b"\0" + bead["id"].encode()
+
+
+def _open_copy(path: Path) -> Any:
+    """An LMDB env over a copy of a log (OpLog.snapshot_copy / adopt_copy)."""
+    import lmdb
+
+    return lmdb.open(str(path), max_dbs=32, subdir=True, map_size=_MAP_SIZE, lock=True)

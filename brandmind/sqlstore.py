@@ -19,6 +19,7 @@ from .oplog import dumps
 from .storage import blocks as blocks_schema
 from .storage import personas as personas_schema
 from .storage import skills as skills_schema
+from .storage import converge as converge_schema
 from .storage import workspace as workspace_schema
 
 
@@ -94,7 +95,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0007_personas", lambda dim: _personas_schema()),
     # skills (brandmind/skills.py) and the workspace's file index (brandmind/workspace.py)
     ("0008_skills", lambda dim: _skills_schema()),
-    # sync: ops waiting for their target, per-replica apply order, add HLCs (brandmind/converge.py)
+    # sync: ops waiting for their target, per-replica apply order, add HLCs (brandmind/storage/converge.py)
     ("0009_sync", lambda dim: _sync_schema()),
     # mirror remotes (Zep, Graphiti: brandmind/sync/mirror.py): which remote object each local
     # memory / graph edge became, per remote.  Device-local (not from the op log): kept by
@@ -134,9 +135,7 @@ def copy_device_local(src: "SQLStore", dst: "SQLStore") -> None:
 
 
 def _sync_schema() -> list[str]:
-    from .converge import SCHEMA
-
-    return list(SCHEMA)
+    return list(converge_schema.SCHEMA)
 
 
 def _personas_schema() -> list[str]:

@@ -24,6 +24,7 @@ from . import validate
 from .clock import now_millis
 from .config import Config
 from .errors import ModelMismatch, StoreCorrupt, StoreMissing
+from .opcheck import check as check_op
 from .oplog import BlobStore, OpLog
 from .projection import apply_sql_side
 from .sqlstore import SQLStore
@@ -48,7 +49,7 @@ class Store:
             raise StoreMissing(f"no bm store at {paths.data_dir}",
                                hint="run `bm init` first (or point BM_HOME at an existing store)")
         paths.data_dir.mkdir(parents=True, exist_ok=True)
-        self.log = OpLog(paths.lmdb_dir, create=create)
+        self.log = OpLog(paths.lmdb_dir, create=create, check=check_op)  # every append is checked
         self.blobs = BlobStore(paths.blob_dir)
         self.sql: SQLStore | None = None
         try:

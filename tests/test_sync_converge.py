@@ -378,7 +378,14 @@ def test_a_wall_clock_lww_fails_the_check(monkeypatch):
     arrival order: the replicas end with different skills."""
     import brandmind.projection as projection
 
-    monkeypatch.setattr(projection, "hlc_key", lambda hlc: f"{int(hlc[0]):015d}")
+    def wall_only(hlc):
+        return f"{int(hlc[0]):015d}"
+
+    # every module that orders by the HLC key (brandmind/clock.py hlc_key, imported by name)
+    real = clock.hlc_key
+    for name, module in sorted(sys.modules.items()):
+        if name.startswith("brandmind") and getattr(module, "hlc_key", None) is real:
+            monkeypatch.setattr(module, "hlc_key", wall_only)
     with pytest.raises(AssertionError, match="differ"):
         run_scenario(*copy.deepcopy(WALL_TIE))
 
@@ -501,6 +508,8 @@ def test_an_offline_replica_never_brings_forgotten_data_back(pair):
 
 def test_a_remote_op_too_far_ahead_is_held_with_the_skew(pair):
     """(Was refused with ClockSkew, which stopped the round; tests/test_clock_skew.py has the rest.)"""
+    from brandmind import replication
+
     a, b = pair
     with mock.patch.object(clock, "now_millis", lambda: BASE + 10 * 60_000):  # A's clock: 10 min ahead
         a.remember("from the future", user="ann")
@@ -513,7 +522,7 @@ def test_a_remote_op_too_far_ahead_is_held_with_the_skew(pair):
         assert (held["replica"], held["ops"], held["ahead_ms"]) == (a.log.replica, 1, 600_000)
         with pytest.raises(ClockSkew, match="ahead of this device's clock"):  # a lone receive refuses
             with b.log.write() as t:
-                t.receive(remote.pull(a.log.replica, 0)[0], max_skew_ms=b.config.sync_max_skew_ms)
+                replication.receive(t, remote.pull(a.log.replica, 0)[0], max_skew_ms=b.config.sync_max_skew_ms)
     with mock.patch.object(clock, "now_millis", lambda: BASE + 6 * 60_000):  # within the window now
         assert sync_once(b, remote)["released"] == 1
         assert [m["text"] for m in b.list_memories(user="ann")] == ["from the future"]
