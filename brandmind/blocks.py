@@ -279,10 +279,6 @@ class Blocks:
                 return found
         return rows.value(self.sql, block_id("user", user, None, None, label))
 
-    def private_texts(self, user: str) -> list[str]:
-        """The non-empty texts of the user's own blocks (user and agent scopes), by id."""
-        return rows.private_values(self.sql, user)
-
     def core(self, *, user: str | None = None, agent: str | None = None) -> list[dict]:
         """The user's blocks and, with ``agent``, that agent's blocks for the user (an agent block
         replaces a user block of the same label), each {"label", "value", "limit",

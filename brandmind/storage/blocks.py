@@ -140,13 +140,6 @@ def owned_rows(sql: "SQLStore", user: str, agent: str | None = None) -> list[dic
                          "(scope='agent' AND agent_id=?))", (user, agent)))
 
 
-def private_values(sql: "SQLStore", user: str) -> list[str]:
-    """The non-empty texts of the user's own blocks (user and agent scopes), by id."""
-    return [r[0] for r in sql.conn.execute(
-        "SELECT value FROM blocks WHERE user_id = ? AND scope IN ('user', 'agent') AND value != '' "
-        "ORDER BY id", (user,))]
-
-
 def last_seq(sql: "SQLStore", bid: str, origin: int) -> int:
     """The greatest seq of ``origin``'s updates of the block (0: none)."""
     return sql.conn.execute("SELECT coalesce(max(seq), 0) FROM block_updates WHERE block_id=? AND origin=?",
