@@ -18,6 +18,7 @@ from .errors import ModelMismatch, StoreCorrupt
 from .oplog import dumps
 from .storage import blocks as blocks_schema
 from .storage import personas as personas_schema
+from .storage import quarantine as quarantine_schema
 from .storage import skills as skills_schema
 from .storage import converge as converge_schema
 from .storage import workspace as workspace_schema
@@ -107,8 +108,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
         "INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 1)"]),
     # ops of the log that are not applied: refused when pulled, or failing their check or
     # their apply (a log written by an older bm); listed by `bm doctor` (brandmind/opcheck.py)
-    ("0012_quarantine", lambda dim: [
-        "CREATE TABLE quarantine(op_id TEXT PRIMARY KEY, kind TEXT, hlc TEXT, error TEXT NOT NULL)"]),
+    ("0012_quarantine", lambda dim: list(quarantine_schema.SCHEMA)),
 ]
 
 REMOTE_MAP_SCHEMA = (
