@@ -574,45 +574,6 @@ class Memory:
         return episode
 
 
-def _owned_by(op: dict, user: str, nodes: set[str] = frozenset()) -> bool:
-    """Whether an op carries content of ``user`` (what forgetting the user redacts):
-    their beads, memories and graph nodes, and edges and mentions of those ``nodes``."""
-    kind, p = op["kind"], op["payload"]
-    if p.get("redacted") or "refused" in p:  # (refused: a pulled op that failed its check, opcheck.py)
-        return False
-    if kind == Kind.BEAD_ADD:
-        return isinstance(p.get("bead"), dict) and p["bead"].get("user") == user
-    if kind in (Kind.MEMORY_ADD, Kind.KG_NODE, Kind.MEMORY_RETIRE, Kind.MEMORY_CONFIRM, Kind.MEMORY_MERGE, Kind.KG_NODE_REMOVE,
-                Kind.KG_NODE_MERGE):
-        return p.get("user") == user
-    if kind == Kind.KG_EDGE:
-        return p.get("user") == user or p.get("src") in nodes or p.get("dst") in nodes
-    if kind in (Kind.BLOCK_DEFINE, Kind.BLOCK_UPDATE):
-        return p.get("user") == user
-    if kind in (Kind.PERSONA_ASSIGN, Kind.PERSONA_UNASSIGN):  # which personas the user held
-        return p.get("user") == user
-    return kind == Kind.KG_MENTION and p.get("node") in nodes
-
-
-def _redacted(op: dict) -> dict:
-    p = op["payload"]
-    if op["kind"] in (Kind.PERSONA_ASSIGN, Kind.PERSONA_UNASSIGN):
-        return {"redacted": True}
-    if op["kind"] in (Kind.BLOCK_DEFINE, Kind.BLOCK_UPDATE):
-        if op["kind"] == Kind.BLOCK_UPDATE and p.get("scope") == "persona":  # a shared-block edit stays,
-            return {**p, "user": None, "agent": None}  # without its writer's name (brandmind/blockrules.py)
-        return {"id": p["id"], "redacted": True}  # their own blocks: nothing
-    if op["kind"] == Kind.BEAD_ADD:
-        return {"id": p["bead"]["id"], "redacted": True}
-    if op["kind"] == Kind.KG_MENTION:
-        return {"node": p["node"], "memory": p["memory"], "redacted": True}
-    if op["kind"] == Kind.MEMORY_MERGE:
-        return {"into": p["into"], "redacted": True}
-    if op["kind"] == Kind.KG_NODE:  # the owner stays (named by the user.forget op anyway): a replica that
-        return {"id": p["id"], "user": p.get("user"), "redacted": True}  # gets it late knows whose it was
-    return {"id": p["id"], "redacted": True}
-
-
 def _until(until_ms: int | None, now_ms: int, now: Any) -> int | None:
     """The recall window's end: with an explicit ``now``, nothing dated after it (exclusive end)."""
     if now is None:
