@@ -184,16 +184,16 @@ class Sim:
         mem.blocks.append("human", WORDS[word], user=USERS[user])
 
     def do_assign(self, mem, i, user, h):
-        mem.persona_record(USERS[user], HANDLES[h], confidence=0.5 + 0.1 * i)
+        mem.personas.assign(USERS[user], HANDLES[h], confidence=0.5 + 0.1 * i)
 
     def do_unassign(self, mem, i, user, h):
-        mem.persona_unrecord(USERS[user], HANDLES[h])
+        mem.personas.unassign(USERS[user], HANDLES[h])
 
     def do_skill_add(self, mem, i, name, word):
-        mem.skill_add(SKILLS[name], description=f"{WORDS[word]} skill from replica {i}")
+        mem.skills.add(SKILLS[name], description=f"{WORDS[word]} skill from replica {i}")
 
     def do_skill_remove(self, mem, i, name):
-        mem.skill_remove(SKILLS[name])
+        mem.skills.remove(SKILLS[name])
 
     def do_ingest(self, mem, i, user, word):
         line = json.dumps({"role": "user", "content": f"I said {WORDS[word]} to replica {i}",
