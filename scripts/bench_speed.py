@@ -283,6 +283,10 @@ def new_home(path: Path, cache_dir: Path) -> Path:
     return path
 
 
+def _memory_count(mem) -> int:  # type: ignore[no-untyped-def]
+    return mem.sql.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+
+
 def build_store(cache_dir: Path, size: int, turns: list[dict], rebuild: bool) -> tuple[Path, dict]:
     """A store of ``size`` memories (cached); returns (home, build info)."""
     from brandmind.memory import Memory
@@ -317,7 +321,7 @@ def build_store(cache_dir: Path, size: int, turns: list[dict], rebuild: bool) ->
 
     with Memory(home, create=True) as mem:
         report = mem.ingest(msgs, progress=progress)
-        n = mem._count("memories")
+        n = _memory_count(mem)
     took = time.perf_counter() - t0
     if n != size:
         raise SystemExit(f"bench: built store has {n} memories, expected {size} ({report})")
@@ -368,7 +372,7 @@ def bench_recall(home: Path, questions: list[str], n: int, k: int) -> dict:
     mem = Memory(home)
     open_s = time.perf_counter() - t0
     try:
-        count = mem._count("memories")
+        count = _memory_count(mem)
         t0 = time.perf_counter()
         mem.recall("warm-up: what did they talk about?", k=k)  # loads the model; sqlite-vec KNN path
         first = time.perf_counter() - t0
