@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, list[str]]] = [
                     "pii", "embed.base", "embed.hashing", "embed.minilm", "embed.local_build",
                     "embed.local", "embed.ollama", "embed", "extract.dates", "extract.patterns",
                     "extract.clauses", "extract.rules", "extract.llm", "extract", "lmdbscrub"]),
-    ("storage", ["oplog", "storage", "storage.*", "sqlstore"]),
+    ("storage", ["logtxn", "oplog", "storage", "storage.*", "sqlstore"]),
     ("rules", ["ops", "merge", "opcheck", "blockrules", "personarules", "skillrules", "logforget",
                "held", "converge", "applying", "projection", "replication"]),
     ("store", ["store"]),
