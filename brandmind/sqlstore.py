@@ -19,6 +19,7 @@ from .oplog import dumps
 from .storage import blocks as blocks_schema
 from .storage import personas as personas_schema
 from .storage import quarantine as quarantine_schema
+from .storage import remote_map as remote_map_schema
 from .storage import skills as skills_schema
 from .storage import converge as converge_schema
 from .storage import workspace as workspace_schema
@@ -101,7 +102,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     # mirror remotes (Zep, Graphiti: brandmind/sync/mirror.py): which remote object each local
     # memory / graph edge became, per remote.  Device-local (not from the op log): kept by
     # `bm rebuild` (copy_device_local), lost with a deleted index (re-sends are upserts)
-    ("0010_remote_map", lambda dim: list(REMOTE_MAP_SCHEMA)),
+    ("0010_remote_map", lambda dim: list(remote_map_schema.SCHEMA)),
     # a forgotten memory's words leave the keyword index at once (FTS5 removes them from
     # its segments instead of adding a delete marker; secure_delete zeroes the freed pages)
     ("0011_fts_secure_delete", lambda dim: [
@@ -111,12 +112,6 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0012_quarantine", lambda dim: list(quarantine_schema.SCHEMA)),
 ]
 
-REMOTE_MAP_SCHEMA = (
-    "CREATE TABLE remote_map(remote TEXT NOT NULL, local_id TEXT NOT NULL, remote_id TEXT NOT NULL, "
-    "user_id TEXT, PRIMARY KEY(remote, local_id))",
-    "CREATE INDEX remote_map_remote_id ON remote_map(remote, remote_id)",
-    "CREATE INDEX remote_map_user ON remote_map(remote, user_id)",
-)
 # tables that hold this device's own state, not a projection of the op log
 DEVICE_LOCAL_TABLES = ("remote_map",)
 

@@ -123,50 +123,20 @@ def recall(
     text = read_text_arg(query)
     with open_store(if_missing="empty") as mem:
         mem.workspace(user).refresh()  # notes edited on disk (reads never refresh: brandmind/workspace.py)
-        def local() -> list[dict]:
-            return mem.recall(text, k=k, user=user, agent=agent, types=type or (),
-                              since=since, until=until, now=now, as_of=as_of)
+        from brandmind.sync.assist import recall_with_remote
 
-        helpers = _assist_remotes(mem, forced=remote) if as_of is None else []
-        if helpers:
-            from brandmind.sync.assist import assisted_recall
-
-            mem.embedder  # noqa: B018 - loaded once here, not by both the recall and a remote's thread at once
-            results, reports = assisted_recall(local, helpers, text, user=mem.store.user(user), k=k or 10, forced=remote)
-            for rep in reports:
-                if rep["status"] != "ok":
-                    info(f"note: remote {rep['remote']} {rep['status']} ({rep.get('message')}): "
-                         "these are local results only")
-        else:
-            results = local()
+        results, reports = recall_with_remote(mem, text, k=k, user=user, agent=agent, types=type or (),
+                                              since=since, until=until, now=now, as_of=as_of, remote=remote)
+        for rep in reports:
+            if rep["status"] != "ok":
+                info(f"note: remote {rep['remote']} {rep['status']} ({rep.get('message')}): "
+                     "these are local results only")
         if min_score is not None:
             results = [r for r in results if r["score"] >= min_score]
         if not results:
             note_unknown_user(mem, user)
     table = explain_table if explain else (lambda r: memories_table(r, scores=True))
     emit(results, as_json=as_json, jsonl=jsonl, table=table)
-
-
-def _assist_remotes(mem: object, *, forced: bool) -> list:
-    """The graph remotes recall may ask: all of them with --remote, else those configured with
-    ``assist = true`` (sync/assist.py decides whether local results were too few)."""
-    from pathlib import Path
-
-    data_dir = mem.config.paths.data_dir  # type: ignore[attr-defined]
-    # the file name of sync/config.py REMOTES_FILE, checked without importing sync.config
-    # (dataclasses, regexes: ~10 ms of every cold recall of a store with no remotes)
-    if not forced and not (Path(data_dir) / "remotes.toml").exists():
-        return []
-    from brandmind.sync.config import load_remotes
-    from brandmind.sync.remotes import open_remote
-
-    configs = [c for _, c in sorted(load_remotes(data_dir).items()) if c.mirror and (forced or c.assist)]
-    if forced and not configs:
-        from brandmind.errors import NotFound
-
-        raise NotFound("--remote: this store has no zep or graphiti remote",
-                       hint="add one: `bm remote add zep --api-key-env ZEP_API_KEY` or `bm remote add graphiti --host H`")
-    return [open_remote(mem, c) for c in configs]
 
 
 def _finite(value: float) -> float:

@@ -228,14 +228,15 @@ def remote_test(
 
 
 # -- bm sync ------------------------------------------------------------------------------------------------
-def _remotes(mem: Any, name: str | None) -> list[Any]:
+def _remotes(store: Any, name: str | None) -> list[Any]:
+    """The remotes of the open store (``mem.store``): the one named, else every one."""
     from brandmind.sync.config import get_remote
     from brandmind.sync.remotes import open_all, open_remote
 
-    data_dir = mem.config.paths.data_dir
+    data_dir = store.config.paths.data_dir
     if name is not None:
-        return [open_remote(mem, get_remote(data_dir, name))]
-    remotes = open_all(mem)  # op-log remotes first: an empty store starts from their snapshot
+        return [open_remote(store, get_remote(data_dir, name))]
+    remotes = open_all(store)  # op-log remotes first: an empty store starts from their snapshot
     if not remotes:
         get_remote(data_dir, None)  # raises "no sync remote" with the hint
     return remotes
@@ -264,21 +265,22 @@ def sync_now(
       bm sync now --bootstrap              # start from the newest snapshot
     """
     from brandmind.errors import BMError
-    from brandmind.sync import snapshot
+    from brandmind.sync.bootstrap import should_bootstrap
     from brandmind.sync.engine import sync_once
+    from brandmind.sync.snapshot import bootstrap as install_snapshot
 
     reports = []
     with open_store() as mem:
         booted = False
-        for rem in _remotes(mem, remote):
+        for rem in _remotes(mem.store, remote):
             t0 = time.perf_counter()
             boot = None
-            if pull and not booted and rem.cfg.type == "s3" and (bootstrap or _empty(mem)):
-                booted = True
-                boot = snapshot.bootstrap(mem, rem, forced=bootstrap)
+            if not booted and should_bootstrap(mem.store, rem, pull=pull, forced=bootstrap):
+                booted = True  # one snapshot per command: the first op-log remote's
+                boot = install_snapshot(mem.store, rem, forced=bootstrap)
                 if boot is None and bootstrap:
                     info(f"{rem.name}: no snapshot on the remote; replaying every op")
-            report = dict(sync_once(mem, rem, push=push, pull=pull))
+            report = dict(sync_once(mem.store, rem, push=push, pull=pull))
             report = {"remote": rem.name, "url": rem.cfg.url(), **report,
                       "seconds": round(time.perf_counter() - t0, 3)}
             if boot is not None:
@@ -305,10 +307,6 @@ def sync_now(
                       hint=hint or "nothing is lost (the local op log keeps every op); see `bm sync status`")
 
 
-def _empty(mem: Any) -> bool:
-    return mem.log.count("ops") == 0
-
-
 @sync_app.command("snapshot")
 def sync_snapshot(remote: RemoteOpt = None, as_json: JsonOpt = False) -> None:
     """Upload a snapshot of this store's state (encrypted), so a new device starts from it
@@ -322,7 +320,7 @@ def sync_snapshot(remote: RemoteOpt = None, as_json: JsonOpt = False) -> None:
     from brandmind.sync import snapshot
 
     with open_store() as mem:
-        made = [{"remote": rem.name, **snapshot.create(mem, rem)} for rem in _remotes(mem, remote)]
+        made = [{"remote": rem.name, **snapshot.create(mem.store, rem)} for rem in _remotes(mem.store, remote)]
     if wants_json(as_json):
         emit_json(made)
     else:
@@ -344,12 +342,12 @@ def sync_status_cmd(remote: RemoteOpt = None, as_json: JsonOpt = False) -> None:
     from brandmind.sync.engine import sync_status
 
     with open_store(check_model=False) as mem:
-        rem = _remotes(mem, remote)[0] if remote else None
-        out = sync_status(mem, rem)
+        rem = _remotes(mem.store, remote)[0] if remote else None
+        out = sync_status(mem.store, rem)
         if "daemon" not in out:  # what the daemon last did (brandmind.sync.daemon)
             from brandmind.sync.daemon import summary
 
-            out = {**out, "daemon": summary(mem)}
+            out = {**out, "daemon": summary(mem.store)}
     emit(out, as_json=as_json, jsonl=False, table=_status_table)
 
 

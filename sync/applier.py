@@ -25,6 +25,8 @@ import subprocess
 import sys
 from typing import Any
 
+from .handle import store_of
+
 # a round expecting at least this many ops starts a helper (its imports alone take ~0.15 s)
 MIN_OPS = 20_000
 _WAIT_S = 600  # at most this long for the helper to finish (it is then stopped)
@@ -33,12 +35,13 @@ _WAIT_S = 600  # at most this long for the helper to finish (it is then stopped)
 class Applier:
     """The round's side: start, ``poke`` after each stored batch, ``finish`` at the end."""
 
-    def __init__(self, mem: Any) -> None:
-        sql = mem.sql
-        self.mem = mem
+    def __init__(self, store: Any) -> None:
+        store = store_of(store)  # a StoreHandle (sync/handle.py)
+        sql = store.sql
+        self.store = store
         self.failure: str | None = None  # why it stopped early, if it did (its last stderr line)
-        args = [sys.executable, "-m", "brandmind.sync.applier", str(mem.paths.lmdb_dir),
-                str(mem.paths.sqlite_file), sql.model, str(sql.dim)]
+        args = [sys.executable, "-m", "brandmind.sync.applier", str(store.paths.lmdb_dir),
+                str(store.paths.sqlite_file), sql.model, str(sql.dim)]
         try:
             self.proc: subprocess.Popen | None = subprocess.Popen(
                 args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -68,7 +71,7 @@ class Applier:
             self.failure = f"stopped after {_WAIT_S} s"
             return None
         finally:
-            self.mem.searcher.invalidate()
+            self.store.searcher.invalidate()
         if proc.returncode:
             lines = (err or b"").decode(errors="replace").strip().splitlines()
             self.failure = lines[-1] if lines else f"exit status {proc.returncode}"

@@ -1,6 +1,17 @@
 """Remote-assisted recall: local recall merged with the edge and node search of graph remotes
 (Zep, Graphiti), within a time budget, falling back to local results alone.
 
+Python API (what ``bm recall [--remote]`` runs)::
+
+    from brandmind import Memory
+    from brandmind.sync.assist import recall_with_remote
+
+    with Memory() as mem:
+        results, reports = recall_with_remote(mem, "where does Ann live?", user="ann", remote=True)
+
+``results`` is what ``mem.recall`` returns, merged with the remotes' hits (below);
+``reports`` says per remote asked whether it answered (``status`` ok / timeout / error).
+
 When a remote is asked
     ``bm recall --remote`` asks every zep / graphiti remote (or the one named), at the same
     time as the local recall runs.  Without the flag, a remote configured with
@@ -29,7 +40,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterable
 
 from brandmind.errors import BMError
 
@@ -154,3 +166,50 @@ def assisted_recall(local: Callable[[], list[dict]], remotes: list[Any], query: 
     if not answers:
         return results, reports
     return merge(results, answers, k), reports
+
+
+def assist_remotes(store: Any, *, forced: bool) -> list[Any]:
+    """The graph remotes recall may ask: every zep / graphiti remote when ``forced``, else
+    those configured with ``assist = true`` (``found_too_little`` decides whether they are
+    asked).  NotFound when forced and the store has none."""
+    data_dir = store.config.paths.data_dir
+    # the file name of sync/config.py REMOTES_FILE, checked without importing sync.config
+    # (dataclasses, regexes: ~10 ms of every cold recall of a store with no remotes)
+    if not forced and not (Path(data_dir) / "remotes.toml").exists():
+        return []
+    from .config import load_remotes
+    from .remotes import open_remote
+
+    configs = [c for _, c in sorted(load_remotes(data_dir).items()) if c.mirror and (forced or c.assist)]
+    if forced and not configs:
+        from brandmind.errors import NotFound
+
+        raise NotFound("--remote: this store has no zep or graphiti remote",
+                       hint="add one: `bm remote add zep --api-key-env ZEP_API_KEY` or `bm remote add graphiti --host H`")
+    return [open_remote(store, c) for c in configs]
+
+
+def recall_with_remote(mem: Any, query: str, *, k: int | None = None, user: str | None = None,
+                       agent: str | None = None, types: Iterable[str] = (), since: str | int | None = None,
+                       until: str | int | None = None, now: str | int | None = None,
+                       as_of: str | int | None = None, remote: bool = False, remotes: list[Any] | None = None,
+                       timeout_ms: int | None = None) -> tuple[list[dict], list[dict]]:
+    """``mem.recall(query, ...)`` (a Memory: the local recall), with the graph remotes' hits
+    merged in when ``remote`` (every zep / graphiti remote, asked at once) or when local
+    recall finds too little and a remote is configured with ``assist = true`` (module
+    docstring).  ``remotes``: the remotes to ask instead of the configured ones.  A recall
+    ``as_of`` a date is local only (the remotes know the present).  Returns ``(results,
+    reports)``: one report per remote asked (``assisted_recall``)."""
+    def local() -> list[dict]:
+        return mem.recall(query, k=k, user=user, agent=agent, types=types, since=since, until=until,
+                          now=now, as_of=as_of)
+
+    if as_of is not None:
+        return local(), []
+    store = mem.store
+    helpers = list(remotes) if remotes is not None else assist_remotes(store, forced=remote)
+    if not helpers:
+        return local(), []
+    store.embedder  # noqa: B018 - loaded once here, not by both the recall and a remote's thread at once
+    return assisted_recall(local, helpers, query, user=store.user(user), k=k or 10, forced=remote,
+                           timeout_ms=timeout_ms)

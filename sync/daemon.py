@@ -32,290 +32,44 @@ also holds the pid.  Files in the state directory (``BM_HOME/state`` or
 ``$XDG_STATE_HOME/brandmind``): ``daemon.log`` (rotated by size), ``daemon.json`` (what
 ``bm daemon status`` and ``bm sync status`` show, read through :func:`state`) and
 ``daemon.stderr`` (the output of a detached daemon, e.g. its start-up error).
+
+This module is the loop (:class:`Daemon`, :func:`run`); ``schedule.py`` decides when a step
+is due, ``daemonctl.py`` holds the lock, the state file and start / stop (its names are
+re-exported here).
 """
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import logging
 import os
-import random
 import select
 import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from os import _exit as hard_exit  # documented stdlib API: end the process now, from any thread
 from pathlib import Path
 from typing import Any, Callable
 
 from brandmind.errors import BMError
 
-LOCK_NAME = "daemon.lock"      # in the store's data directory
-STATE_NAME = "daemon.json"     # in the state directory
-LOG_NAME = "daemon.log"
-STDERR_NAME = "daemon.stderr"
+from .daemonctl import (LOCK_NAME, LOG_NAME, STATE_NAME, STDERR_NAME, STOP_GRACE, DaemonError, DaemonRunning,
+                        StoreLock, iso_wall, lock_path, log_path, paths_of, read_json, running_pid, start, state,
+                        state_path, stderr_path, stop, summary, write_json)
+from .handle import store_of
+from .schedule import BACKOFF_BASE, MIN_RETRY, Schedule, backoff_delay, clock
+
+__all__ = ["BACKOFF_BASE", "LOCK_NAME", "LOG_NAME", "MIN_RETRY", "POLL_SECONDS", "STATE_NAME", "STDERR_NAME",
+           "STOP_GRACE", "ConfiguredRemotes", "Daemon", "DaemonError", "DaemonRunning", "Schedule", "StoreLock",
+           "backoff_delay", "clock", "lock_path", "log_path", "read_json", "run", "running_pid", "setup_logging",
+           "start", "state", "state_path", "stderr_path", "stop", "summary"]
+
 LOG_MAX_BYTES = 1_000_000      # daemon.log is rotated at this size ...
 LOG_BACKUPS = 3                # ... keeping daemon.log.1 .. daemon.log.3
 POLL_SECONDS = 2.0             # how often an idle daemon looks for new local ops
-STOP_GRACE = 20.0              # a step still running this long after SIGTERM is abandoned
-BACKOFF_BASE = 5.0             # first retry delay ceiling, doubled per failure
-MIN_RETRY = 1.0                # never retry sooner than this
 STATE_VERSION = 1
 
 log = logging.getLogger("brandmind.sync.daemon")
-
-
-class DaemonRunning(BMError):
-    """Another daemon holds this store's lock."""
-
-
-class DaemonError(BMError):
-    """The daemon could not be started, stopped or installed."""
-
-
-# ---------------------------------------------------------------------------- clock
-def clock() -> float:
-    """Seconds on a monotonic clock that keeps counting while the machine is suspended
-    (CLOCK_BOOTTIME on Linux; plain monotonic elsewhere)."""
-    boottime = getattr(time, "CLOCK_BOOTTIME", None)
-    if boottime is not None:
-        return time.clock_gettime(boottime)
-    return time.monotonic()
-
-
-def _iso(wall: float | None) -> str | None:
-    if wall is None:
-        return None
-    return datetime.fromtimestamp(wall, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-# ---------------------------------------------------------------------------- pure schedule
-def backoff_delay(failures: int, *, base: float = BACKOFF_BASE, cap: float = 900.0,
-                  rand: Callable[[], float] = random.random) -> float:
-    """Seconds to wait after ``failures`` failures in a row: full jitter over a capped
-    exponential ceiling, ``uniform(0, min(cap, base * 2**(failures-1)))``, at least
-    :data:`MIN_RETRY` (and never above ``cap``).  0 when nothing failed."""
-    if failures <= 0:
-        return 0.0
-    ceiling = min(cap, base * 2.0 ** min(failures - 1, 60))
-    return min(max(cap, MIN_RETRY), max(MIN_RETRY, rand() * ceiling))
-
-
-@dataclass
-class Schedule:
-    """When one remote is due for a push and a pull (pure: the caller passes the clock).
-
-    ``due`` says what to do now; ``done`` records how a step went.  Intervals run from the
-    END of the step that satisfied them, so however long a step took or the machine slept,
-    the next tick is one interval later: missed ticks are skipped, not replayed."""
-
-    push_interval: float
-    pull_interval: float
-    push_after_ops: int
-    backoff_cap: float = 900.0
-    backoff_base: float = BACKOFF_BASE
-    next_push: float = 0.0
-    next_pull: float = 0.0
-    retry_at: float = 0.0
-    failures: int = 0
-
-    @classmethod
-    def starting(cls, now: float, *, push_interval: float, pull_interval: float, push_after_ops: int,
-                 backoff_cap: float = 900.0, backoff_base: float = BACKOFF_BASE) -> "Schedule":
-        """A schedule whose first push and pull are due at ``now`` (a sync at start)."""
-        return cls(push_interval, pull_interval, push_after_ops, backoff_cap, backoff_base,
-                   next_push=now, next_pull=now)
-
-    def due(self, now: float, new_ops: int) -> tuple[bool, bool]:
-        """(push?, pull?) at ``now`` with ``new_ops`` local ops since the last push."""
-        if now < self.retry_at:
-            return False, False
-        push = now >= self.next_push or new_ops >= self.push_after_ops
-        pull = now >= self.next_pull
-        return push, pull
-
-    def done(self, now: float, *, pushed: bool, pulled: bool, ok: bool,
-             rand: Callable[[], float] = random.random) -> None:
-        """Record a step that ended at ``now``.  A failed step leaves its work due and
-        blocks every step of this remote until the backoff delay has passed."""
-        if ok:
-            self.failures = 0
-            self.retry_at = 0.0
-            if pushed:
-                self.next_push = now + self.push_interval
-            if pulled:
-                self.next_pull = now + self.pull_interval
-        else:
-            self.failures += 1
-            self.retry_at = now + backoff_delay(self.failures, base=self.backoff_base,
-                                                cap=self.backoff_cap, rand=rand)
-
-    def wake_at(self) -> float:
-        """The earliest time a step can become due by the clock alone."""
-        return max(min(self.next_push, self.next_pull), self.retry_at)
-
-    def backing_off(self, now: float) -> bool:
-        return now < self.retry_at
-
-
-# ---------------------------------------------------------------------------- files
-def lock_path(paths: Any) -> Path:
-    return Path(paths.data_dir) / LOCK_NAME
-
-
-def state_path(paths: Any) -> Path:
-    return Path(paths.state_dir) / STATE_NAME
-
-
-def log_path(paths: Any) -> Path:
-    return Path(paths.state_dir) / LOG_NAME
-
-
-def stderr_path(paths: Any) -> Path:
-    return Path(paths.state_dir) / STDERR_NAME
-
-
-def _paths_of(obj: Any) -> Any:
-    """A ``Paths`` from a Memory, a Config or a Paths (None: the configured store)."""
-    if obj is None:
-        from brandmind.config import resolve_paths
-
-        return resolve_paths()
-    if hasattr(obj, "state_dir"):
-        return obj
-    if hasattr(obj, "paths"):
-        return obj.paths
-    if hasattr(obj, "config"):
-        return obj.config.paths
-    raise TypeError(f"not a store, config or paths: {obj!r}")
-
-
-def _write_json(path: Path, obj: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-class StoreLock:
-    """The one-daemon-per-store lock: ``flock(LOCK_EX)`` on ``<data_dir>/daemon.lock``,
-    which then holds the owner's pid.  Released when the process ends, however it ends."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.fd: int | None = None
-
-    def acquire(self, attempts: int = 8) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        for attempt in range(attempts):
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    os.close(fd)
-                    raise
-                # a `bm daemon status` may be probing the lock for a moment: retry briefly
-                time.sleep(0.05 * (attempt + 1))
-        else:
-            pid = _read_pid(fd)
-            os.close(fd)
-            raise DaemonRunning(
-                f"a bm daemon is already running for this store (pid {pid if pid else 'unknown'})",
-                hint="`bm daemon status` shows it; `bm daemon stop` stops it")
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self.fd = fd
-
-    def release(self) -> None:
-        if self.fd is not None:
-            try:
-                os.ftruncate(self.fd, 0)
-            finally:
-                os.close(self.fd)  # closing the last descriptor drops the flock
-                self.fd = None
-
-
-def _read_pid(fd: int) -> int | None:
-    for _ in range(20):  # the owner writes its pid right after taking the lock
-        raw = os.pread(fd, 32, 0).strip()
-        if raw.isdigit():
-            return int(raw)
-        time.sleep(0.025)
-    return None
-
-
-def running_pid(paths: Any = None) -> int | None:
-    """The pid of the daemon holding this store's lock, or None when none runs.
-    (-1 when the lock is held but the pid could not be read.)"""
-    path = lock_path(_paths_of(paths))
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
-            pid = _read_pid(fd)
-            return pid if pid else -1
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
-
-
-def state(store: Any = None) -> dict:
-    """What the daemon of this store is doing (for `bm daemon status` and `bm sync status`).
-
-    ``store`` is a Memory, Config or Paths (default: the configured store).  Always has
-    ``running`` (bool) and ``pid``; when a daemon ran here before, also ``status``,
-    ``started_at``, ``uptime_s`` (running only), ``last_push``, ``last_pull``,
-    ``last_success_at``, ``last_error``, ``next_push_at``, ``next_pull_at``,
-    ``retry_at``, ``remotes`` (per remote) and ``log``.  Never raises for a missing or
-    unreadable state file."""
-    paths = _paths_of(store)
-    pid = running_pid(paths)
-    data = _read_json(state_path(paths)) or {}
-    out: dict[str, Any] = {"running": pid is not None, "pid": pid}
-    if data:
-        out.update({k: v for k, v in data.items() if k not in ("running", "pid", "version")})
-        if pid is None:
-            if data.get("status") == "running":
-                out["status"] = "dead"  # it did not get to say goodbye (kill -9, crash, reboot)
-            out["last_pid"] = data.get("pid")
-            for key in ("next_push_at", "next_pull_at", "retry_at", "next_tick_at"):
-                out[key] = None
-        elif pid != data.get("pid"):
-            out["status"] = "starting"
-        if pid is not None and data.get("started_wall"):
-            out["uptime_s"] = round(max(0.0, time.time() - float(data["started_wall"])), 1)
-    out.pop("started_wall", None)
-    out["log"] = str(log_path(paths))
-    return out
-
-
-def summary(store: Any = None) -> dict:
-    """The short form of :func:`state` for `bm sync status`: running, pid, uptime, last
-    push / pull / error and the next ticks (None where unknown)."""
-    st = state(store)
-    keys = ("running", "pid", "status", "uptime_s", "last_push", "last_pull", "last_success_at", "last_error",
-            "next_tick_at", "next_push_at", "next_pull_at", "retry_at")
-    return {k: st.get(k) for k in keys}
 
 
 # ---------------------------------------------------------------------------- logging
@@ -323,7 +77,7 @@ def setup_logging(paths: Any, *, to_stderr: bool, level: int = logging.INFO) -> 
     """daemon.log in the state directory, rotated by size; also stderr in the foreground."""
     from logging.handlers import RotatingFileHandler
 
-    paths = _paths_of(paths)
+    paths = paths_of(paths)
     Path(paths.state_dir).mkdir(parents=True, exist_ok=True)
     fmt = logging.Formatter("%(asctime)s %(levelname)s [%(process)d] %(message)s")
     logger = logging.getLogger("brandmind")
@@ -394,10 +148,7 @@ def open_configured_remotes(mem: Any) -> list[Any]:
 # ---------------------------------------------------------------------------- the loop
 def _own_seq(mem: Any) -> int:
     """This replica's last sequence number: one LMDB read (cheap enough to poll)."""
-    log_ = mem.log
-    with log_.read() as txn:
-        raw = txn.get(b"next_seq", db=log_.db["meta"])
-    return int.from_bytes(raw, "big") - 1 if raw else 0
+    return store_of(mem).log.own_seq()
 
 
 def store_signature(paths: Any) -> tuple:
@@ -435,18 +186,12 @@ def _short(exc: BaseException) -> str:
 
 
 def _bootstrap_if_empty(mem: Any, remote: Any) -> None:
-    """An empty store starts from the remote's newest snapshot, as `bm sync now` does
-    (S3 remotes: sync/snapshot.py).  If that fails, the sync replays every op instead."""
-    if mem.log.version_vector():
-        return
+    """An empty store starts from the remote's newest snapshot, by the rule `bm sync now`
+    follows (sync/bootstrap.py).  If that fails, the sync replays every op instead."""
+    from .bootstrap import maybe_bootstrap
+
     try:
-        from . import s3, snapshot
-    except ImportError:  # pragma: no cover - a bm without snapshots
-        return
-    if not isinstance(remote, s3.S3Remote):
-        return
-    try:
-        done = snapshot.bootstrap(mem, remote, forced=False)
+        done = maybe_bootstrap(store_of(mem), remote, pull=True)
     except BMError as exc:
         log.warning("could not start from a snapshot of %s (%s); replaying every op instead",
                     remote.name, _short(exc))
@@ -536,7 +281,7 @@ class Daemon:
                 self.write_state("stopped")
                 logging.shutdown()
             finally:
-                os._exit(0)
+                hard_exit(0)
 
     # -- state ------------------------------------------------------------------
     def _sched(self, name: str, now: float) -> Schedule:
@@ -548,7 +293,7 @@ class Daemon:
         now, wall = self.clock(), time.time()
 
         def at(t: float | None) -> str | None:
-            return None if t is None else _iso(wall + max(0.0, t - now))
+            return None if t is None else iso_wall(wall + max(0.0, t - now))
 
         remotes = {}
         for name, sched in self.schedules.items():
@@ -568,8 +313,8 @@ class Daemon:
 
         data = {"version": STATE_VERSION, "pid": os.getpid(), "status": status,
                 "store": str(self.mem.config.paths.data_dir), "replica": self.mem.log.replica,
-                "started_at": _iso(self._started_wall), "started_wall": self._started_wall,
-                "updated_at": _iso(wall), "steps": self.steps,
+                "started_at": iso_wall(self._started_wall), "started_wall": self._started_wall,
+                "updated_at": iso_wall(wall), "steps": self.steps,
                 "intervals": {k: v for k, v in self.intervals.items()},
                 "last_push": latest("last_push"), "last_pull": latest("last_pull"),
                 "last_success_at": latest("last_success_at"), "last_error": latest("last_error"),
@@ -581,7 +326,7 @@ class Daemon:
         # the next step by the clock (a push can come sooner: after sync_push_after_ops new ops)
         data["next_tick_at"] = max(min(ticks), data["retry_at"] or "") if ticks else None
         try:
-            _write_json(self.state_file, data)
+            write_json(self.state_file, data)
         except OSError as exc:  # a full disk must not stop the sync
             log.warning("cannot write %s: %s", self.state_file, exc)
 
@@ -604,7 +349,7 @@ class Daemon:
         try:
             if pull and not self._fake_sync:
                 _bootstrap_if_empty(self.mem, remote)
-            report = self._sync_once()(self.mem, remote, push=push, pull=pull) or {}
+            report = self._sync_once()(store_of(self.mem), remote, push=push, pull=pull) or {}
             errors = [_error_text(e) for e in (report.get("errors") or [])]
         except BMError as exc:
             errors = [_short(exc)]
@@ -615,7 +360,7 @@ class Daemon:
         ok = not errors
         sched.done(now, pushed=push, pulled=pull, ok=ok)
         self.steps += 1
-        wall = _iso(time.time())
+        wall = iso_wall(time.time())
         took = round(now - t0, 3)
         pushed = sum((report.get("pushed") or {}).values())
         pulled = sum((report.get("pulled") or {}).values())
@@ -733,7 +478,7 @@ def run(store: Any = None, *, remotes: Any = None, to_stderr: bool = True, sync:
     (default: the configured remotes; none configured is an error)."""
     from brandmind.config import Config
     from brandmind.errors import StoreMissing
-    from brandmind.memory import Memory
+    from brandmind.store import Store
 
     def load() -> Any:
         return Config.load(store) if not hasattr(store, "paths") else store
@@ -747,7 +492,7 @@ def run(store: Any = None, *, remotes: Any = None, to_stderr: bool = True, sync:
     lock.acquire()
     try:
         setup_logging(paths, to_stderr=to_stderr)
-        mem = Memory(config=cfg)
+        mem = Store(cfg)
         daemon = None
         try:
             if isinstance(remotes, (list, tuple)):
@@ -758,7 +503,7 @@ def run(store: Any = None, *, remotes: Any = None, to_stderr: bool = True, sync:
                 raise DaemonError("no sync remote is configured for this store",
                                   hint="add one first: `bm remote add s3 --bucket BUCKET`")
             daemon = Daemon(mem, remotes=source, sync=sync, poll=poll, grace=grace,
-                            reopen=lambda: Memory(config=load()))
+                            reopen=lambda: Store(load()))
             daemon.install_signal_handlers()
             return daemon.run()
         finally:
@@ -769,83 +514,3 @@ def run(store: Any = None, *, remotes: Any = None, to_stderr: bool = True, sync:
         lock.release()
 
 
-# ---------------------------------------------------------------------------- start / stop
-def start(store: Any = None, *, timeout: float = 30.0, argv: list[str] | None = None) -> dict:
-    """Start ``bm daemon run`` as a detached background process (new session, stdin from
-    /dev/null, output to ``daemon.stderr``) and return once it runs: {"pid", "log"}.
-    A daemon that fails to start raises its own error here."""
-    import subprocess
-
-    from brandmind.config import resolve_paths
-    from brandmind.errors import StoreMissing
-
-    paths = _paths_of(store) if store is not None else resolve_paths()
-    if not (paths.lmdb_dir / "data.mdb").exists():
-        raise StoreMissing(f"no bm store at {paths.data_dir}",
-                           hint="run `bm init` first (or point BM_HOME at an existing store)")
-    pid = running_pid(paths)
-    if pid is not None:
-        raise DaemonRunning(f"a bm daemon is already running for this store (pid {pid})",
-                            hint="`bm daemon status` shows it; `bm daemon stop` stops it")
-    Path(paths.state_dir).mkdir(parents=True, exist_ok=True)
-    err_file = stderr_path(paths)
-    env = dict(os.environ)
-    if env.get("BM_HOME"):
-        env["BM_HOME"] = str(Path(env["BM_HOME"]).expanduser().resolve())
-    cmd = argv or [sys.executable, "-m", "brandmind.cli.app", "daemon", "run", "--detached"]
-    with open(err_file, "wb") as err:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,
-                                start_new_session=True, close_fds=True, cwd="/")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        code = proc.poll()
-        if code is not None:
-            raise _child_error(err_file, code)
-        data = _read_json(state_path(paths)) or {}
-        if data.get("pid") == proc.pid and data.get("status") == "running":
-            proc.returncode = 0  # detached on purpose: no "still running" warning on exit
-            return {"pid": proc.pid, "log": str(log_path(paths)), "started": True}
-        time.sleep(0.05)
-    raise DaemonError(f"the daemon (pid {proc.pid}) did not report running within {timeout:g} s",
-                      hint=f"see {err_file} and {log_path(paths)}; `bm daemon stop` stops it")
-
-
-def _child_error(err_file: Path, code: int) -> BMError:
-    try:
-        lines = [line for line in err_file.read_text(encoding="utf-8", errors="replace").splitlines()
-                 if line.strip()]
-    except OSError:
-        lines = []
-    for line in reversed(lines):
-        if line.startswith("Error: "):
-            text = line[len("Error: "):]
-            message, sep, hint = text.partition(" (hint: ")
-            if message.startswith("a bm daemon is already running"):
-                return DaemonRunning(message, hint.rstrip(")") if sep else None)
-            return DaemonError(message, hint.rstrip(")") if sep else f"see {err_file}")
-    tail = lines[-1] if lines else "no output"
-    return DaemonError(f"the daemon exited with code {code} while starting: {tail}",
-                       hint=f"see {err_file}")
-
-
-def stop(store: Any = None, *, timeout: float = STOP_GRACE + 10) -> dict:
-    """SIGTERM the store's daemon and wait until it has let go of the lock.
-    {"stopped": bool, "pid": pid or None}; not running is not an error."""
-    paths = _paths_of(store)
-    pid = running_pid(paths)
-    if pid is None:
-        return {"stopped": False, "pid": None, "running": False}
-    if pid < 0:
-        raise DaemonError("the daemon's lock is held but its pid is unreadable",
-                          hint=f"find it with `fuser {lock_path(paths)}` and stop it with kill")
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if running_pid(paths) != pid:
-            return {"stopped": True, "pid": pid, "running": False}
-        time.sleep(0.05)
-    raise DaemonError(f"the daemon (pid {pid}) did not stop within {timeout:g} s",
-                      hint=f"`kill -9 {pid}` is safe: the op log keeps every op it had not pushed")

@@ -31,6 +31,7 @@ from brandmind.errors import BMError, SyncConflict
 from brandmind.replication import held_summary, held_top
 
 from .applier import MIN_OPS as APPLIER_MIN_OPS, Applier
+from .handle import store_of
 from .plan import plan
 
 PUSH_BATCH = 20000   # ops per push call
@@ -39,13 +40,13 @@ STATE_FILE = "sync_state.json"
 
 
 # -- records ---------------------------------------------------------------------------------------
-def state_path(mem: Any) -> Path:
-    return Path(mem.config.paths.data_dir) / STATE_FILE
+def state_path(store: Any) -> Path:
+    return Path(store.config.paths.data_dir) / STATE_FILE
 
 
-def load_state(mem: Any) -> dict:
+def load_state(store: Any) -> dict:
     try:
-        data = json.loads(state_path(mem).read_text(encoding="utf-8"))
+        data = json.loads(state_path(store).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError):
@@ -54,10 +55,10 @@ def load_state(mem: Any) -> dict:
 
 
 @contextmanager
-def _locked(mem: Any) -> Iterator[None]:
+def _locked(store: Any) -> Iterator[None]:
     import fcntl
 
-    path = state_path(mem).with_suffix(".lock")
+    path = state_path(store).with_suffix(".lock")
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -67,11 +68,11 @@ def _locked(mem: Any) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _update_state(mem: Any, remote_name: str, change: Callable[[dict], None]) -> None:
+def _update_state(store: Any, remote_name: str, change: Callable[[dict], None]) -> None:
     """Read-modify-write one remote's record under a file lock; atomic replace + fsync."""
-    path = state_path(mem)
-    with _locked(mem):
-        data = load_state(mem)
+    path = state_path(store)
+    with _locked(store):
+        data = load_state(store)
         change(data.setdefault(remote_name, {}))
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -95,9 +96,10 @@ def _error(stage: str, exc: BMError, replica: str | None = None) -> dict:
 
 
 # -- one round ---------------------------------------------------------------------------------------
-def sync_once(mem: Any, remote: Any, *, push: bool = True, pull: bool = True,
+def sync_once(store: Any, remote: Any, *, push: bool = True, pull: bool = True,
               fault: Callable[[str], None] | None = None) -> dict:
-    """Push and/or pull once.  Returns ``{"remote", "pushed": {replica: n}, "pulled":
+    """Push and/or pull once.  ``store``: a StoreHandle (sync/handle.py; a Memory gives its
+    ``.store``).  Returns ``{"remote", "pushed": {replica: n}, "pulled":
     {replica: n}, "duplicates", "version_vector", "remote_heads", "harvested"? (mirrors:
     ``{"imported", "retired", ...}``), "applier"? (why a big pull's helper process stopped
     early: the round applied the rest itself), "errors": [{"stage",
@@ -108,122 +110,143 @@ def sync_once(mem: Any, remote: Any, *, push: bool = True, pull: bool = True,
     from brandmind.bulk import gc_paused
 
     with gc_paused():  # a round moves ops by the thousand (brandmind/bulk.py)
-        return _round(mem, remote, push=push, pull=pull, fault=fault)
+        return _round(store_of(store), remote, push=push, pull=pull, fault=fault)
 
 
-def _round(mem: Any, remote: Any, *, push: bool, pull: bool, fault: Callable[[str], None] | None) -> dict:
-    name = remote.name
-    report: dict[str, Any] = {"remote": name, "pushed": {}, "pulled": {}, "duplicates": 0,
+def _round(store: Any, remote: Any, *, push: bool, pull: bool, fault: Callable[[str], None] | None) -> dict:
+    report: dict[str, Any] = {"remote": remote.name, "pushed": {}, "pulled": {}, "duplicates": 0,
                               "version_vector": {}, "remote_heads": {}, "errors": []}
-    errors: list[dict] = report["errors"]
 
     def hook(point: str) -> None:
         if fault is not None:
             fault(point)
 
-    if pull:  # held ops that came within the window since the last round go in first
-        try:
-            released = mem.receive_ops([]).get("released", 0)
-        except BMError as exc:
-            errors.append(_error("release", exc))
-        else:
-            if released:
-                report["released"] = released
-    harvest = getattr(remote, "harvest", None)
-    if pull and harvest is not None:
-        # a mirror (Zep, Graphiti) has no op streams: its pull brings back the facts it made
-        # itself, as local ops (sync/mirror.py); first, so this round's push covers them too
-        try:
-            report["harvested"] = harvest(mem)
-        except BMError as exc:
-            errors.append(_error("harvest", exc))
+    if pull:
+        _release_and_harvest(store, remote, report)
     try:
-        heads = {r: int(h) for r, h in dict(remote.heads()).items()}
+        heads: dict[str, int] | None = {r: int(h) for r, h in dict(remote.heads()).items()}
     except BMError as exc:
-        errors.append(_error("heads", exc))
+        report["errors"].append(_error("heads", exc))
         heads = None
     if heads is not None:
-        own = mem.log.replica
-        p = plan(mem.log.version_vector(), heads, own, push_others=bool(remote.accepts_pushes_for_others))
-        stop = False
-        limit = _clock_check(mem, remote, report)
-        if push:
-            for replica, (after, upto) in p.push.items():
-                if limit is not None and replica == own:  # this device's clock runs ahead
-                    ok_upto = _stamped_by(mem, own, after, upto, limit)
-                    report["clock"]["not_pushed"] = upto - ok_upto
-                    if ok_upto <= after:
-                        continue
-                    upto = ok_upto
-                try:
-                    sent = _push_stream(mem, remote, replica, after, upto, heads, hook)
-                except SyncConflict as exc:
-                    errors.append(_error("push", exc, replica))
-                    stop = True
-                    break
-                except BMError as exc:
-                    errors.append(_error("push", exc, replica))
-                    continue
-                if sent:
-                    report["pushed"][replica] = sent
-            notes = getattr(remote, "notes", None)  # what a mirror could not do (sync/mirror.py)
-            if notes:
-                report["notes"] = list(notes)
-                notes.clear()
+        p = plan(store.log.version_vector(), heads, store.log.replica,
+                 push_others=bool(remote.accepts_pushes_for_others))
+        limit = _clock_check(store, remote, report)
+        stop = _push_all(store, remote, p.push, heads, limit, report, hook) if push else False
         if pull and not stop:
-            # a big pull has a helper process apply the ops while the next ones are stored
-            incoming = sum(heads[r] - after for r, after in p.pull.items())
-            helper = Applier(mem) if incoming >= APPLIER_MIN_OPS else None
-            try:
-                for replica, after in p.pull.items():
-                    counts = {"received": 0, "duplicates": 0}
-                    try:
-                        _pull_stream(mem, remote, replica, after, heads[replica], counts, hook, helper)
-                    except SyncConflict as exc:
-                        errors.append(_error("pull", exc, replica))
-                        break
-                    except BMError as exc:
-                        errors.append(_error("pull", exc, replica))
-                    finally:
-                        if counts["received"]:
-                            report["pulled"][replica] = counts["received"]
-                        report["duplicates"] += counts["duplicates"]
-            finally:
-                if helper is not None:
-                    helper.finish()
-                    mem.store.catch_up()  # whatever the helper did not get to
-                    if helper.failure:  # not an error: only slower
-                        report["applier"] = helper.failure
+            _pull_all(store, remote, p.pull, heads, report, hook)
         report["remote_heads"] = dict(sorted(heads.items()))
-        clock_error = report.get("clock", {}).get("error")
-        if clock_error:
-            if report["clock"].get("not_pushed"):
-                clock_error["message"] += f" ({report['clock']['not_pushed']} op(s) kept here)"
-            errors.insert(0, clock_error)  # the cause of what follows: named first
-    report["version_vector"] = mem.log.version_vector()
-    held = held_summary(mem.log)
+        _name_clock_error(report)
+    report["version_vector"] = store.log.version_vector()
+    held = held_summary(store.log)
     if held:
         report["held"] = held
-
-    def record(st: dict) -> None:
-        now = _iso_now()
-        if heads is not None:
-            st["remote_heads"] = report["remote_heads"]
-            st["accepts_pushes_for_others"] = bool(remote.accepts_pushes_for_others)
-        st["last_attempt"] = now
-        if "clock" in report:
-            st["clock"] = {"at": now, "offset_ms": report["clock"]["offset_ms"]}
-        if errors:
-            st["last_error"] = {"at": now, **errors[0]}
-        else:
-            st["last_success"] = {"at": now, "pushed": sum(report["pushed"].values()),
-                                  "pulled": sum(report["pulled"].values())}
-
-    _update_state(mem, name, record)
+    _update_state(store, remote.name, lambda st: _record(st, report, remote, heads is not None))
     return report
 
 
-def _clock_check(mem: Any, remote: Any, report: dict) -> int | None:
+def _release_and_harvest(store: Any, remote: Any, report: dict) -> None:
+    """Before a pull: held ops that came within the window since the last round go in; a
+    mirror (Zep, Graphiti) has no op streams: its pull brings back the facts it made itself,
+    as local ops (sync/mirror.py), first, so this round's push covers them too."""
+    try:
+        released = store.receive_ops([]).get("released", 0)
+    except BMError as exc:
+        report["errors"].append(_error("release", exc))
+    else:
+        if released:
+            report["released"] = released
+    harvest = getattr(remote, "harvest", None)
+    if harvest is not None:
+        try:
+            report["harvested"] = harvest(store)
+        except BMError as exc:
+            report["errors"].append(_error("harvest", exc))
+
+
+def _push_all(store: Any, remote: Any, todo: dict, heads: dict, limit: int | None, report: dict,
+              hook: Callable[[str], None]) -> bool:
+    """Push every stream the plan names; True when a SyncConflict ends the round."""
+    own, errors, stop = store.log.replica, report["errors"], False
+    for replica, (after, upto) in todo.items():
+        if limit is not None and replica == own:  # this device's clock runs ahead
+            ok_upto = _stamped_by(store, own, after, upto, limit)
+            report["clock"]["not_pushed"] = upto - ok_upto
+            if ok_upto <= after:
+                continue
+            upto = ok_upto
+        try:
+            sent = _push_stream(store, remote, replica, after, upto, heads, hook)
+        except SyncConflict as exc:
+            errors.append(_error("push", exc, replica))
+            stop = True
+            break
+        except BMError as exc:
+            errors.append(_error("push", exc, replica))
+            continue
+        if sent:
+            report["pushed"][replica] = sent
+    notes = getattr(remote, "notes", None)  # what a mirror could not do (sync/mirror.py)
+    if notes:
+        report["notes"] = list(notes)
+        notes.clear()
+    return stop
+
+
+def _pull_all(store: Any, remote: Any, todo: dict, heads: dict, report: dict, hook: Callable[[str], None]) -> None:
+    """Pull every stream the plan names; a big pull has a helper process apply the ops while
+    the next ones are stored (applier.py)."""
+    incoming = sum(heads[r] - after for r, after in todo.items())
+    helper = Applier(store) if incoming >= APPLIER_MIN_OPS else None
+    try:
+        for replica, after in todo.items():
+            counts = {"received": 0, "duplicates": 0}
+            try:
+                _pull_stream(store, remote, replica, after, heads[replica], counts, hook, helper)
+            except SyncConflict as exc:
+                report["errors"].append(_error("pull", exc, replica))
+                break
+            except BMError as exc:
+                report["errors"].append(_error("pull", exc, replica))
+            finally:
+                if counts["received"]:
+                    report["pulled"][replica] = counts["received"]
+                report["duplicates"] += counts["duplicates"]
+    finally:
+        if helper is not None:
+            helper.finish()
+            store.catch_up()  # whatever the helper did not get to
+            if helper.failure:  # not an error: only slower
+                report["applier"] = helper.failure
+
+
+def _name_clock_error(report: dict) -> None:
+    """A clock error is the cause of what follows: named first."""
+    clock_error = report.get("clock", {}).get("error")
+    if clock_error:
+        if report["clock"].get("not_pushed"):
+            clock_error["message"] += f" ({report['clock']['not_pushed']} op(s) kept here)"
+        report["errors"].insert(0, clock_error)
+
+
+def _record(st: dict, report: dict, remote: Any, saw_heads: bool) -> None:
+    """What the round leaves in the remote's record (``bm sync status``)."""
+    now = _iso_now()
+    errors = report["errors"]
+    if saw_heads:
+        st["remote_heads"] = report["remote_heads"]
+        st["accepts_pushes_for_others"] = bool(remote.accepts_pushes_for_others)
+    st["last_attempt"] = now
+    if "clock" in report:
+        st["clock"] = {"at": now, "offset_ms": report["clock"]["offset_ms"]}
+    if errors:
+        st["last_error"] = {"at": now, **errors[0]}
+    else:
+        st["last_success"] = {"at": now, "pushed": sum(report["pushed"].values()),
+                              "pulled": sum(report["pulled"].values())}
+
+
+def _clock_check(store: Any, remote: Any, report: dict) -> int | None:
     """This device's clock against the remote's (S3: the ``Date`` of its answers).  Beyond
     ``sync_max_skew_ms`` ahead, the ops it stamps would be held by every other device: the
     round pushes none stamped past the server's time plus the window (returned: the limit);
@@ -236,10 +259,10 @@ def _clock_check(mem: Any, remote: Any, report: dict) -> int | None:
     offset = offset_of() if offset_of is not None else None
     if offset is None:
         return None
-    window = int(mem.config.sync_max_skew_ms)
+    window = int(store.config.sync_max_skew_ms)
     info = report["clock"] = {"offset_ms": int(offset), "window_ms": window}
     # local writes refuse to stamp while the clock stays this far off (LogTxn.append)
-    mem.log.mark_clock(int(offset) if abs(offset) > window else None)
+    store.log.mark_clock(int(offset) if abs(offset) > window else None)
     if abs(offset) <= window:
         return None
     if offset > 0:
@@ -253,11 +276,11 @@ def _clock_check(mem: Any, remote: Any, report: dict) -> int | None:
     return now_millis() - offset + window if offset > 0 else None
 
 
-def _stamped_by(mem: Any, replica: str, after: int, upto: int, limit: int) -> int:
+def _stamped_by(store: Any, replica: str, after: int, upto: int, limit: int) -> int:
     """The highest seq up to ``upto`` such that no op of ``replica`` after ``after`` up to it
     is stamped past ``limit`` (ms)."""
     while after < upto:
-        ops = mem.log.ops_of(replica, after, min(PUSH_BATCH, upto - after))
+        ops = store.log.ops_of(replica, after, min(PUSH_BATCH, upto - after))
         if not ops:
             break
         for op in ops:
@@ -267,11 +290,11 @@ def _stamped_by(mem: Any, replica: str, after: int, upto: int, limit: int) -> in
     return after
 
 
-def _push_stream(mem: Any, remote: Any, replica: str, after: int, upto: int, heads: dict,
+def _push_stream(store: Any, remote: Any, replica: str, after: int, upto: int, heads: dict,
                  hook: Callable[[str], None]) -> int:
     sent = 0
     while after < upto:
-        ops = mem.log.ops_of(replica, after, min(PUSH_BATCH, upto - after))
+        ops = store.log.ops_of(replica, after, min(PUSH_BATCH, upto - after))
         if not ops:
             break
         hook("before_push")
@@ -284,7 +307,7 @@ def _push_stream(mem: Any, remote: Any, replica: str, after: int, upto: int, hea
             marks = st.setdefault("watermarks", {}).setdefault("pushed", {})
             marks[replica] = max(int(marks.get(replica, 0)), head)
 
-        _update_state(mem, remote.name, mark)
+        _update_state(store, remote.name, mark)
         if new_head <= after:
             break  # the remote did not move: try again next round
         sent += min(new_head, after + len(ops)) - after
@@ -292,10 +315,10 @@ def _push_stream(mem: Any, remote: Any, replica: str, after: int, upto: int, hea
     return sent
 
 
-def _pull_stream(mem: Any, remote: Any, replica: str, after: int, target: int, counts: dict,
+def _pull_stream(store: Any, remote: Any, replica: str, after: int, target: int, counts: dict,
                  hook: Callable[[str], None], helper: Applier | None = None) -> None:
     # ops held here (stamped too far ahead: brandmind/replication.py) are not fetched again
-    after = held_top(mem.log, replica, after)
+    after = held_top(store.log, replica, after)
     # the first pull starts one op early: the op both sides hold must be the same op there
     # (else two devices write under one replica id: receive raises SyncConflict)
     overlap = 1 if after > 0 else 0
@@ -305,35 +328,37 @@ def _pull_stream(mem: Any, remote: Any, replica: str, after: int, target: int, c
         if not ops:
             break
         mine = [op for op in ops if str(op.get("id", "")).rpartition(":")[0] == replica]
-        got = mem.receive_ops(mine, apply=helper is None)
+        got = store.receive_ops(mine, apply=helper is None)
         if helper is not None:
             helper.poke()
         counts["received"] += got["received"]
         counts["duplicates"] += got["duplicates"] + len(ops) - len(mine)
         hook("after_receive")
-        head = held_top(mem.log, replica, mem.log.version_vector().get(replica, 0))
+        head = held_top(store.log, replica, store.log.version_vector().get(replica, 0))
 
         def mark(st: dict, h: int = head) -> None:
             marks = st.setdefault("watermarks", {}).setdefault("pulled", {})
             marks[replica] = max(int(marks.get(replica, 0)), h)
 
-        _update_state(mem, remote.name, mark)
+        _update_state(store, remote.name, mark)
         if head <= after:
             break  # a gap in what came back (a lossy answer): the next round fills it
         after = head
 
 
 # -- status --------------------------------------------------------------------------------------------
-def sync_status(mem: Any, remote: Any | None = None) -> dict:
+def sync_status(store: Any, remote: Any | None = None) -> dict:
     """``{"replica", "ops", "version_vector", "remotes": {name: {"pending": {replica: n},
     "pending_total", "incoming", "remote_heads", "watermarks", "last_success",
     "last_error", "checked": "live"|"recorded", "clock"?}}, "held": [{"replica", "ops",
     "first_seq", "last_seq", "ahead_ms", "ahead", ...}]}`` (held: ops set aside, stamped too
     far ahead of this device's clock; brandmind/replication.py).  Without ``remote`` it reads only this
-    device's records (no network); with one it asks that remote for its heads."""
-    state = load_state(mem)
-    vv = mem.log.version_vector()
-    own = mem.log.replica
+    device's records (no network); with one it asks that remote for its heads.  ``store``: a
+    StoreHandle (a Memory gives its ``.store``)."""
+    store = store_of(store)
+    state = load_state(store)
+    vv = store.log.version_vector()
+    own = store.log.replica
     names = set(state) | ({remote.name} if remote is not None else set())
     remotes: dict[str, dict] = {}
     for name in sorted(names):
@@ -352,7 +377,7 @@ def sync_status(mem: Any, remote: Any | None = None) -> dict:
         pending = {r: n - heads.get(r, 0) for r, n in sorted(vv.items())
                    if (r == own or accepts) and n > heads.get(r, 0)}
         # what a pull would bring: past this device's head and past the ops it holds back
-        have = {r: held_top(mem.log, r, vv.get(r, 0)) for r in heads}
+        have = {r: held_top(store.log, r, vv.get(r, 0)) for r in heads}
         incoming = {r: h - have[r] for r, h in sorted(heads.items()) if h > have[r]}
         remotes[name] = {"pending": pending, "pending_total": sum(pending.values()), "incoming": incoming,
                          "remote_heads": dict(sorted(heads.items())), "watermarks": st.get("watermarks", {}),
@@ -360,5 +385,5 @@ def sync_status(mem: Any, remote: Any | None = None) -> dict:
                          "last_attempt": st.get("last_attempt"), "checked": checked}
         if st.get("clock"):
             remotes[name]["clock"] = st["clock"]
-    return {"replica": own, "ops": mem.log.count("ops"), "version_vector": vv, "remotes": remotes,
-            "held": held_summary(mem.log), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return {"replica": own, "ops": store.log.count("ops"), "version_vector": vv, "remotes": remotes,
+            "held": held_summary(store.log), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

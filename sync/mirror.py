@@ -37,12 +37,6 @@ touches, never from the op payload, so a re-sent or late op cannot resurrect any
 * ``kg.node`` / ``kg.mention`` -> nothing of their own (nodes exist on the remote as the ends
   of edges); blocks, skills, personas, persona docs -> nothing (not graph data).
 
-GraphFact fields: ``text`` = the memory text (for a node-node edge: "source predicate
-target"); ``name`` = the predicate in UPPER_SNAKE ("RELATES_TO" when there is none or the
-fact is negated); ``source``/``target`` = subject/object, or for a plain memory the user and
-its type (``fact``, ``preference``, ...); ``valid_at``/``invalid_at`` = valid_from/valid_to;
-``created_at`` = recorded_at (system time learned); ``expired_at`` = retired_at.
-
 ``remote_map`` (a device-local SQLite table, migration 0010) records local id -> remote id
 per remote; deletions use it.  A sink's ``put_facts`` must itself be an upsert by
 ``local_id`` (Zep: the edge carries ``bm_id`` and the sink looks it up before adding;
@@ -57,179 +51,29 @@ reserved group) holds it; otherwise it is ``<data_dir>/mirror_<name>.json`` on t
 written atomically after the sink confirmed every call of the push.  ``pull()`` returns []
 (no op streams there); what the service learned itself comes back through ``harvest``.
 
-Harvest (merge rules for remote-made facts):
-
-* every remote fact of a local user with no ``local_id`` (not pushed by bm) and not yet in
-  ``remote_map`` becomes a local memory through the op log (``memory.add``, then applied
-  like any op): type ``fact``, source = the sink kind, provenance ``[{"source": kind,
-  "remote": name, "uuid": uuid}]``, the triple from the edge (name lower-cased when it is
-  a valid predicate), world and system times from the remote fields, and an id derived
-  from the remote uuid (``m_`` + the remote's created time + a hash of the uuid), so two
-  devices harvesting the same fact write the same memory (the projection keeps one row per
-  id: they converge after syncing);
-* a remote fact that is invalidated (``invalid_at``/``expired_at`` set) retires the local
-  memory (``memory.retire``: retired_at = expired_at, else invalid_at; valid_to =
-  invalid_at; reason "<kind>: invalidated"): deterministic, so retires from two devices agree;
-* a remote fact that disappeared does nothing (absence is not a remove); a memory forgotten
-  here (tombstoned), or stamped before its user was forgotten, is not brought back;
-* no reconciliation with the local facts (a remote fact that restates a local one is a
-  second memory; the service does its own contradiction handling, which arrives as
-  invalidations).
-* A harvested memory is mapped to its remote uuid and never put back to the remote it came
-  from (a retire of it follows the rules above: Zep deletes the remote edge).
+Harvest (bring back what the service learned on its own): sync/harvest.py has the merge
+rules.  The sink protocol and the records it carries: sync/graphsink.py.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any, Iterable
 
 from brandmind.errors import BMError
 from brandmind.ops import Kind
+from brandmind.storage import remote_map
 
+from .graphsink import (EDGE_KINDS, MEMORY_KINDS, SKIP_META_KINDS, GraphFact, GraphMessage, GraphSink, RemoteFact,
+                        RemoteHit, fact_name, harvest_id, idem_key, iso_of)
+from .handle import store_of
 from .remote import seq_of
 
-# -- what goes to a graph service ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GraphFact:
-    """One bm memory or kg edge, as the remote should hold it now."""
-    local_id: str          # bm memory id (m_...) or kg edge id
-    user: str
-    text: str              # the fact sentence ("Ada works at Acme")
-    name: str              # fact name / predicate, UPPER_SNAKE ("WORKS_AT"; "RELATES_TO" if none)
-    source: str            # source node name (subject; the user's name/id when none)
-    target: str            # target node name (object; for a plain memory: its type or the user)
-    valid_at: str | None   # ISO-8601 UTC, world time true-from
-    invalid_at: str | None  # world time true-to
-    created_at: str | None  # system time recorded
-    expired_at: str | None  # system time retired (None = current)
-    embedding: list[float] | None = None   # precomputed (graphiti needs it; zep ignores)
-
-
-@dataclass(frozen=True)
-class GraphMessage:
-    """One bead (a turn) for Zep thread messages / a graphiti episode."""
-    local_id: str
-    user: str
-    role: str
-    name: str | None
-    content: str
-    created_at: str
-
-
-@dataclass(frozen=True)
-class RemoteFact:
-    """A fact as listed by the remote (for harvest)."""
-    uuid: str
-    user: str
-    text: str
-    name: str
-    source: str
-    target: str
-    valid_at: str | None
-    invalid_at: str | None
-    created_at: str | None
-    expired_at: str | None
-    local_id: str | None   # the bm id it was pushed from (edge attribute `bm_id`), None = remote-made
-
-
-@dataclass(frozen=True)
-class RemoteHit:
-    """A search result."""
-    uuid: str
-    text: str
-    score: float
-    kind: str              # "edge" | "node"
-    valid_at: str | None
-    invalid_at: str | None
-    local_id: str | None
-
-
-class GraphSink(Protocol):
-    """A graph service.  Optional extras, read with ``getattr``:
-
-    * ``keeps_history: bool`` (default False): retired facts are kept with ``expired_at`` /
-      ``invalid_at`` (Graphiti) instead of deleted (Zep);
-    * ``get_heads() -> dict[str, int]`` and ``put_heads(heads: dict[str, int]) -> None``: the
-      service stores the mirrored version vector itself (else a local file holds it);
-    * ``close() -> None``.
-    """
-    name: str              # the remote's configured name
-    kind: str              # "zep" | "graphiti"
-
-    def ping(self) -> None: ...                                   # one harmless round trip; raise RemoteDown
-
-    def put_facts(self, facts: list[GraphFact], key: str) -> dict[str, str]: ...
-    # upsert (same local_id again updates, never duplicates); returns local_id -> remote uuid;
-    # `key` is an idempotency key derived from the op ids (Zep: Idempotency-Key header; batches <= 100)
-
-    def put_messages(self, messages: list[GraphMessage], key: str) -> None: ...
-
-    def delete_facts(self, user: str, remote_uuids: list[str], key: str) -> None: ...  # absent = fine
-
-    def delete_user(self, user: str, key: str) -> None: ...                          # absent = fine
-
-    def delete_messages(self, user: str, local_ids: list[str], key: str) -> None: ...  # absent = kept (noted)
-    # the turns (bead ids) a put_messages wrote; absent ones are fine
-
-    def list_facts(self, user: str) -> list[RemoteFact]: ...
-
-    def search(self, user: str, query: str, limit: int, timeout: float) -> list[RemoteHit]: ...
-
-
-# -- helpers ---------------------------------------------------------------------------------------------
-_UPPER = re.compile(r"[^A-Z0-9]+")
-_PREDICATE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-SKIP_META_KINDS = ("turn", "file")      # raw turns (beads carry them) and workspace file chunks
-MEMORY_KINDS = (Kind.MEMORY_ADD, Kind.MEMORY_CONFIRM, Kind.MEMORY_RETIRE, Kind.MEMORY_FORGET)
-EDGE_KINDS = (Kind.KG_EDGE, Kind.KG_EDGE_RETIRE)
-
-
-def fact_name(predicate: str | None) -> str:
-    """A predicate as Zep names edges: UPPER_SNAKE, "RELATES_TO" when empty."""
-    name = _UPPER.sub("_", (predicate or "").upper()).strip("_")
-    if not name or not name[0].isalpha():
-        return "RELATES_TO"
-    return name[:64]
-
-
-def idem_key(*parts: Any) -> str:
-    """An idempotency key from the ids a call carries (same ids -> same key)."""
-    h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8")).hexdigest()
-    return "bm-" + h[:40]
-
-
-def harvest_id(remote_uuid: str, created_ms: int | None) -> str:
-    """The memory id a remote-made fact becomes: like ``clock.new_id`` (sorts by time), with
-    the random part replaced by a hash of the remote uuid, so every device picks the same."""
-    from brandmind.clock import encode_id
-
-    ms = max(0, int(created_ms or 0))
-    r = int.from_bytes(hashlib.sha256(remote_uuid.encode("utf-8")).digest()[:8], "big") >> 4
-    return encode_id("m", ms, r)
-
-
-def _iso(ms: int | None) -> str | None:
-    from brandmind.clock import iso
-
-    return iso(ms) if ms is not None else None
-
-
-def _ms(value: str | None) -> int | None:
-    if not value:
-        return None
-    from brandmind.clock import parse_time
-
-    try:
-        return parse_time(value, field="remote time")
-    except BMError:
-        return None
+__all__ = ["GraphFact", "GraphMessage", "GraphSink", "MirrorPlan", "MirrorRemote", "RemoteFact", "RemoteHit",
+           "fact_name", "harvest_id", "idem_key"]
 
 
 @dataclass
@@ -253,14 +97,14 @@ class MirrorPlan:
 # -- the Remote adapter ------------------------------------------------------------------------------------
 class MirrorRemote:
     """A :class:`GraphSink` as a sync :class:`~brandmind.sync.remote.Remote` (see the module
-    docstring for the rules).  ``mem`` is the open store whose ops are pushed: the translation
+    docstring for the rules).  ``store`` is the open store whose ops are pushed: the translation
     reads its current state and keeps ``remote_map`` in its index."""
 
     accepts_pushes_for_others = True
 
-    def __init__(self, sink: GraphSink, mem: Any) -> None:
+    def __init__(self, sink: GraphSink, store: Any) -> None:
         self.sink = sink
-        self.mem = mem
+        self.store = store_of(store)  # a StoreHandle (sync/handle.py); a Memory gives its .store
         self.name = sink.name
         self.kind = sink.kind
         self.notes: list[str] = []   # what a push could not do on this remote (the round reports them)
@@ -269,7 +113,7 @@ class MirrorRemote:
     @property
     def heads_path(self) -> Path:
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", self.name)
-        return Path(self.mem.config.paths.data_dir) / f"mirror_{safe}.json"
+        return Path(self.store.config.paths.data_dir) / f"mirror_{safe}.json"
 
     def _remote_heads(self) -> bool:
         return callable(getattr(self.sink, "get_heads", None)) and callable(getattr(self.sink, "put_heads", None))
@@ -334,37 +178,17 @@ class MirrorRemote:
 
     # -- remote_map ----------------------------------------------------------------------------------------
     def mapped(self, local_id: str) -> str | None:
-        row = self.mem.sql.conn.execute("SELECT remote_id FROM remote_map WHERE remote=? AND local_id=?",
-                                        (self.name, local_id)).fetchone()
-        return row[0] if row else None
+        return remote_map.remote_id(self.store.sql, self.name, local_id)
 
     def local_for(self, remote_id: str) -> str | None:
-        row = self.mem.sql.conn.execute("SELECT local_id FROM remote_map WHERE remote=? AND remote_id=?",
-                                        (self.name, remote_id)).fetchone()
-        return row[0] if row else None
+        return remote_map.local_id(self.store.sql, self.name, remote_id)
 
     def mapping(self) -> dict[str, str]:
-        return dict(self.mem.sql.conn.execute("SELECT local_id, remote_id FROM remote_map WHERE remote=?",
-                                              (self.name,)).fetchall())
+        return remote_map.mapping(self.store.sql, self.name)
 
-    def _map(self, rows: Iterable[tuple[str, str, str]]) -> None:
-        rows = list(rows)
-        if rows:
-            with self.mem.sql.write():
-                self.mem.sql.conn.executemany(
-                    "INSERT OR REPLACE INTO remote_map(remote, local_id, remote_id, user_id) VALUES(?,?,?,?)",
-                    [(self.name, local, remote, user) for local, remote, user in rows])
-
-    def _unmap(self, local_ids: Iterable[str]) -> None:
-        ids = list(local_ids)
-        if ids:
-            with self.mem.sql.write():
-                self.mem.sql.conn.executemany("DELETE FROM remote_map WHERE remote=? AND local_id=?",
-                                              [(self.name, i) for i in ids])
-
-    def _unmap_user(self, user: str) -> None:
-        with self.mem.sql.write():
-            self.mem.sql.conn.execute("DELETE FROM remote_map WHERE remote=? AND user_id=?", (self.name, user))
+    def map_rows(self, rows: Iterable[tuple[str, str, str]]) -> None:
+        """Record (local id, remote id, user) rows in ``remote_map``."""
+        remote_map.put(self.store.sql, self.name, rows)
 
     # -- translation -----------------------------------------------------------------------------------------
     def plan(self, ops: list[dict]) -> MirrorPlan:
@@ -417,7 +241,7 @@ class MirrorRemote:
             msg = self._message(bead_id)
             if msg is not None:
                 plan.messages.append(msg)
-            elif bead_id not in gone and self.mem.log.get_bead(bead_id) is None:
+            elif bead_id not in gone and self.store.log.get_bead(bead_id) is None:
                 gone.append(bead_id)
         self._plan_gone_beads(plan, gone, bead_users)
         # a forgotten user's deletions are covered by deleting the user
@@ -431,7 +255,7 @@ class MirrorRemote:
         ``bead.forget``, a redacted add) for every user this store knows (absent = fine)."""
         everyone: list[str] | None = None
         for bead_id in bead_ids:
-            if self.mem.log.get_bead(bead_id) is not None:
+            if self.store.log.get_bead(bead_id) is not None:
                 continue  # here again (cannot happen: remove wins), never deleted
             if bead_id in users:
                 owners = [users[bead_id]]
@@ -444,8 +268,7 @@ class MirrorRemote:
                     ids.append(bead_id)
 
     def _delete(self, plan: MirrorPlan, local_id: str, user: str | None) -> None:
-        row = self.mem.sql.conn.execute("SELECT remote_id, user_id FROM remote_map WHERE remote=? AND local_id=?",
-                                        (self.name, local_id)).fetchone()
+        row = remote_map.remote_entry(self.store.sql, self.name, local_id)
         if row is not None:
             plan.deletes.setdefault(row[1] or user or "", []).append((local_id, row[0]))
 
@@ -454,11 +277,10 @@ class MirrorRemote:
         plan.put_ops[fact.local_id] = op_id
 
     def _plan_memory(self, plan: MirrorPlan, memory_id: str, op_id: str, history: bool, touched_retire: bool) -> None:
-        rows = list(self.mem.sql.rows("SELECT * FROM memories WHERE id=?", (memory_id,)))
-        if not rows:
+        row = remote_map.memory_row(self.store.sql, memory_id)
+        if row is None:
             self._delete(plan, memory_id, None)
             return
-        row = rows[0]
         meta = json.loads(row["meta"] or "{}")
         if meta.get("kind") in SKIP_META_KINDS:
             return
@@ -497,8 +319,8 @@ class MirrorRemote:
         else:
             name, source, target = "RELATES_TO", user, str(meta.get("topic") or row["type"])
         return GraphFact(local_id=row["id"], user=user, text=row["text"], name=name, source=source,
-                         target=target, valid_at=_iso(row["valid_from"]), invalid_at=_iso(row["valid_to"]),
-                         created_at=_iso(row["recorded_at"]), expired_at=_iso(row["retired_at"]),
+                         target=target, valid_at=iso_of(row["valid_from"]), invalid_at=iso_of(row["valid_to"]),
+                         created_at=iso_of(row["recorded_at"]), expired_at=iso_of(row["retired_at"]),
                          embedding=self._embedding(row["text"]))
 
     def _embedding(self, text: str) -> list[float] | None:
@@ -506,20 +328,16 @@ class MirrorRemote:
             return None
         import numpy as np
 
-        raw = self.mem.store.vector_for(text)
+        raw = self.store.vector_for(text)
         return [float(x) for x in np.frombuffer(raw, dtype=np.float32)]
 
     def _plan_edge(self, plan: MirrorPlan, edge_id: str, op_id: str, history: bool, touched_retire: bool) -> None:
-        rows = list(self.mem.sql.rows(
-            "SELECT e.*, s.name AS src_name, s.user_id AS user_id, d.name AS dst_name FROM kg_edges e "
-            "JOIN kg_nodes s ON s.id = e.src JOIN kg_nodes d ON d.id = e.dst WHERE e.id=?", (edge_id,)))
-        if not rows:
+        row = remote_map.edge_row(self.store.sql, edge_id)
+        if row is None:
             self._delete(plan, edge_id, None)
             return
-        row = rows[0]
         evidence = json.loads(row["evidence"] or "[]")
-        if len(evidence) == 1 and self.mem.sql.conn.execute(
-                "SELECT 1 FROM memories WHERE id=? AND subject IS NOT NULL", (evidence[0],)).fetchone():
+        if len(evidence) == 1 and remote_map.is_structured_memory(self.store.sql, evidence[0]):
             return  # the edge of a structured fact: the memory is mirrored
         if row["retired_at"] is not None and not history:
             self._delete(plan, edge_id, row["user_id"])
@@ -530,21 +348,21 @@ class MirrorRemote:
         text = f"{row['src_name']} {words} {row['dst_name']}"
         self._put(plan, GraphFact(
             local_id=edge_id, user=row["user_id"], text=text, name=fact_name(row["predicate"]),
-            source=row["src_name"], target=row["dst_name"], valid_at=_iso(row["valid_from"]),
-            invalid_at=_iso(row["valid_to"]), created_at=_iso(row["recorded_at"]),
-            expired_at=_iso(row["retired_at"]), embedding=self._embedding(text)), op_id)
+            source=row["src_name"], target=row["dst_name"], valid_at=iso_of(row["valid_from"]),
+            invalid_at=iso_of(row["valid_to"]), created_at=iso_of(row["recorded_at"]),
+            expired_at=iso_of(row["retired_at"]), embedding=self._embedding(text)), op_id)
 
     def _message(self, bead_id: str) -> GraphMessage | None:
-        bead = self.mem.log.get_bead(bead_id)
+        bead = self.store.log.get_bead(bead_id)
         if bead is None:
             return None
         content = bead.get("content")
         if content is None and bead.get("blob"):
-            content = self.mem.blobs.get(bead["blob"]).decode("utf-8")
+            content = self.store.blobs.get(bead["blob"]).decode("utf-8")
         if not content:
             return None
         return GraphMessage(local_id=bead["id"], user=bead["user"], role=bead.get("role") or "user",
-                            name=bead.get("speaker"), content=content, created_at=_iso(int(bead["ts"])) or "")
+                            name=bead.get("speaker"), content=content, created_at=iso_of(int(bead["ts"])) or "")
 
     # -- sink calls --------------------------------------------------------------------------------------------
     def apply(self, plan: MirrorPlan) -> None:
@@ -552,11 +370,11 @@ class MirrorRemote:
         sink = self.sink
         for user in plan.forget_users:
             sink.delete_user(user, idem_key(self.name, "delete_user", user, *plan.forget_users))
-            self._unmap_user(user)
+            remote_map.remove_user(self.store.sql, self.name, user)
         for user, pairs in plan.deletes.items():
             uuids = list(dict.fromkeys(remote for _, remote in pairs))
             sink.delete_facts(user, uuids, idem_key(self.name, "delete_facts", user, *uuids))
-            self._unmap(local for local, _ in pairs)
+            remote_map.remove(self.store.sql, self.name, (local for local, _ in pairs))
         deleter = getattr(sink, "delete_messages", None)
         if callable(deleter):
             for user, bead_ids in plan.forget_messages.items():
@@ -565,97 +383,29 @@ class MirrorRemote:
             kept = {b for ids in plan.forget_messages.values() for b in ids}
             self.notes.append(f"{self.kind} remote {self.name!r} may still hold {len(kept)} forgotten turn(s): "
                               f"it cannot delete a single message (forgetting the user deletes all of theirs)")
-        self._map(plan.map_only)
+        self.map_rows(plan.map_only)
         if plan.puts:
             key = idem_key(self.name, "put_facts", *sorted(f"{lid}@{op}" for lid, op in plan.put_ops.items()))
             got = sink.put_facts(plan.puts, key)
             users = {f.local_id: f.user for f in plan.puts}
-            self._map((local, remote, users[local]) for local, remote in got.items() if local in users and remote)
+            self.map_rows((local, remote, users[local]) for local, remote in got.items() if local in users and remote)
         if plan.messages:
             sink.put_messages(plan.messages, idem_key(self.name, "put_messages", *(m.local_id for m in plan.messages)))
 
     # -- harvest -----------------------------------------------------------------------------------------------
     def users(self) -> list[str]:
-        c = self.mem.sql.conn
-        found = {r[0] for r in c.execute("SELECT DISTINCT user_id FROM memories")}
-        found |= {r[0] for r in c.execute("SELECT DISTINCT user_id FROM kg_nodes")}
-        found |= {r[0] for r in c.execute("SELECT DISTINCT user_id FROM remote_map WHERE remote=? "
-                                          "AND user_id IS NOT NULL", (self.name,))}
-        return sorted(u for u in found if u)
+        """Every user this store knows (memories, graph nodes, rows mapped on this remote)."""
+        return remote_map.users(self.store.sql, self.name)
 
-    def harvest(self, mem: Any | None = None, *, users: Iterable[str] | None = None) -> dict:
-        """Bring back what the remote learned on its own (module docstring: merge rules).
+    def harvest(self, store: Any | None = None, *, users: Iterable[str] | None = None) -> dict:
+        """Bring back what the remote learned on its own (sync/harvest.py: the merge rules).
         Returns ``{"imported": n, "retired": n, "users": n}``."""
-        from brandmind import converge
-        from brandmind.clock import now_millis
+        from .harvest import harvest
 
-        mem = mem if mem is not None else self.mem
-        if mem is not self.mem:
+        if store is not None and store_of(store) is not self.store:
             raise BMError("harvest: a MirrorRemote harvests into the store it was made with",
                           hint="make the MirrorRemote with that store")
-        c = mem.sql.conn
-        sql = mem.sql
-        ops: list[tuple[str, dict]] = []
-        new_map: list[tuple[str, str, str]] = []
-        texts: list[str] = []
-        imported = retired = 0
-        user_list = list(users) if users is not None else self.users()
-        seen: set[str] = set()
-        for user in user_list:
-            for fact in self.sink.list_facts(user):
-                if fact.local_id or not fact.uuid or not (fact.text or "").strip() or fact.uuid in seen:
-                    continue  # pushed by bm (it comes back through op sync), nothing to keep, or listed twice
-                seen.add(fact.uuid)
-                known = self.local_for(fact.uuid)
-                created = _ms(fact.created_at)
-                mid = known or harvest_id(fact.uuid, created or _ms(fact.valid_at))
-                ended = bool(fact.invalid_at or fact.expired_at)
-                retired_at = _ms(fact.expired_at) or _ms(fact.invalid_at) or created or now_millis()
-                retire = (Kind.MEMORY_RETIRE, {"id": mid, "user": user, "retired_at": retired_at,
-                                            "valid_to": _ms(fact.invalid_at), "by": None,
-                                            "reason": f"{self.kind}: invalidated"})
-                row = c.execute("SELECT retired_at FROM memories WHERE id=?", (mid,)).fetchone()
-                if row is not None:
-                    if known is None:
-                        new_map.append((mid, fact.uuid, user))
-                    if ended and row[0] is None:
-                        ops.append(retire)
-                        retired += 1
-                    continue
-                if known is not None or converge.dead(sql, mid):
-                    continue  # mapped to something gone here, or forgotten here: remove wins
-                gone = converge.forgotten_at(sql, user)
-                if gone is not None and (created or 0) <= int(gone.split(".")[0]):
-                    continue  # from before the user was forgotten
-                predicate = (fact.name or "").lower()
-                structured = bool(_PREDICATE.match(predicate) and fact.source and fact.target
-                                  and predicate != "relates_to")
-                ts = _ms(fact.valid_at) or created or now_millis()
-                payload = {
-                    "id": mid, "text": fact.text.strip(), "type": "fact", "user": user, "agent": None,
-                    "importance": 0.5, "meta": {}, "source": self.kind,
-                    "provenance": [{"source": self.kind, "remote": self.name, "uuid": fact.uuid}],
-                    "valid_from": _ms(fact.valid_at), "valid_to": _ms(fact.invalid_at), "ts": ts,
-                    "recorded_at": created or ts,
-                }
-                if structured:
-                    payload.update({"subject": fact.source, "predicate": predicate, "object": fact.target})
-                ops.append((Kind.MEMORY_ADD, payload))
-                texts.append(payload["text"])
-                new_map.append((mid, fact.uuid, user))
-                imported += 1
-                if ended:
-                    ops.append(retire)
-        if ops:
-            vecs = mem.store.embed_docs(texts) if texts else []
-            with mem.log.write() as t:
-                for kind, payload in ops:
-                    t.append(kind, payload)
-                for text, vec in zip(texts, vecs):
-                    t.cache_vector(mem.sql.model, text, vec.tobytes())
-            mem.store.catch_up()
-        self._map(new_map)
-        return {"imported": imported, "retired": retired, "users": len(user_list)}
+        return harvest(self, self.store, users=users)
 
     # -- remote-assisted recall --------------------------------------------------------------------------------
     def search(self, user: str, query: str, limit: int = 10, timeout: float = 0.7) -> list[RemoteHit]:

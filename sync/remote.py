@@ -1,6 +1,8 @@
 """What a sync remote is (:class:`Remote`), and two that live in this process:
 :class:`MemoryRemote` (a dict, with fault injection, for tests) and :class:`PeerRemote`
 (another local store used as a remote: relays A -> B -> C).  ``sync/s3.py`` has the S3 one.
+:class:`ObjectRemote` is what a remote that stores named objects (S3) offers besides the
+op streams: snapshots (snapshot.py) are made and read through it.
 
 A remote keeps one append-only stream of ops per replica.  ``heads()`` says how far each
 stream is stored without a gap; ``push`` appends ops of one replica (idempotent: ops it
@@ -12,10 +14,12 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Iterator, Protocol, runtime_checkable
 
 from brandmind.errors import BMError, SyncConflict
 from brandmind.replication import CLASH_HINT
+
+from .handle import store_of
 
 
 @runtime_checkable
@@ -34,6 +38,47 @@ class Remote(Protocol):
 
     def pull(self, replica: str, after: int, limit: int | None = None) -> list[dict]:
         """The replica's ops with seq > ``after``, in seq order (at most ``limit``)."""
+        ...
+
+
+@runtime_checkable
+class ObjectRemote(Protocol):
+    """A remote holding named, encrypted objects under its prefix (S3: ``sync/s3.py``).
+    Names (``rel``) are relative to the prefix; bodies are sealed by the caller with
+    ``keyring.seal(rel, plain)`` and opened with ``keyring.open(rel, body, where=...)``."""
+    name: str
+    keyring: Any  # sync.crypto.Keyring
+
+    def where(self, rel: str) -> str:
+        """The object's full address, for messages (``s3://bucket/prefix/rel``)."""
+        ...
+
+    def get(self, rel: str) -> tuple[bytes, str] | None:
+        """(body, etag), or None when the object does not exist."""
+        ...
+
+    def put(self, rel: str, body: bytes, **cond: str) -> str:
+        """Write (``IfNoneMatch="*"`` / ``IfMatch=etag`` conditions); returns the etag."""
+        ...
+
+    def delete(self, rel: str) -> None:
+        """Delete an object (absent is fine)."""
+        ...
+
+    def read_doc(self, rel: str) -> tuple[dict | None, str | None]:
+        """An encrypted JSON document and its etag ((None, None) when absent)."""
+        ...
+
+    def cas(self, rel: str, merge: Callable[[dict | None], dict]) -> dict:
+        """Compare-and-swap a shared JSON document: ``merge(current)`` until it sticks."""
+        ...
+
+    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[Any]:
+        """``map`` over a few threads, results in order."""
+        ...
+
+    def pull_blobs(self, ops: Iterable[dict]) -> None:
+        """Fetch into the local blob store the blobs the beads of ``ops`` name."""
         ...
 
 
@@ -182,18 +227,18 @@ class PeerRemote:
 
     accepts_pushes_for_others = True
 
-    def __init__(self, mem: Any, *, name: str | None = None, now_ms: Any = None) -> None:
-        self.mem = mem
-        self.name = name or f"peer:{mem.log.replica}"
+    def __init__(self, store: Any, *, name: str | None = None, now_ms: Any = None) -> None:
+        self.store = store_of(store)  # a StoreHandle (sync/handle.py); a Memory gives its .store
+        self.name = name or f"peer:{self.store.log.replica}"
         self.now_ms = now_ms  # a callable giving the peer's clock (tests of skewed clocks)
 
     def heads(self) -> dict[str, int]:
-        return self.mem.log.version_vector()
+        return self.store.log.version_vector()
 
     def push(self, replica: str, ops: list[dict]) -> int:
         if ops:
-            self.mem.receive_ops(ops, now_ms=self.now_ms() if self.now_ms else None)
-        return self.mem.log.version_vector().get(replica, 0)
+            self.store.receive_ops(ops, now_ms=self.now_ms() if self.now_ms else None)
+        return self.store.log.version_vector().get(replica, 0)
 
     def pull(self, replica: str, after: int, limit: int | None = None) -> list[dict]:
-        return self.mem.log.ops_of(replica, after, limit)
+        return self.store.log.ops_of(replica, after, limit)

@@ -17,25 +17,28 @@ from typing import Any
 from brandmind.errors import BMError
 
 from .config import RemoteConfig, load_remotes
+from .handle import store_of
 
 
-def open_remote(mem: Any, cfg: RemoteConfig) -> Any:
-    """A Remote for ``cfg``, bound to the open store ``mem``; ``.cfg`` is set on it."""
+def open_remote(store: Any, cfg: RemoteConfig) -> Any:
+    """A Remote for ``cfg``, bound to the open store (a StoreHandle; a Memory gives its
+    .store); ``.cfg`` is set on it."""
+    store = store_of(store)
     if cfg.type == "s3":
         from .s3 import open_remote as open_s3
 
-        remote = open_s3(mem, cfg)
+        remote = open_s3(store, cfg)
     else:
         from .mirror import MirrorRemote
 
-        remote = MirrorRemote(open_sink(cfg, Path(mem.config.paths.data_dir), mem), mem)
+        remote = MirrorRemote(open_sink(cfg, Path(store.config.paths.data_dir), store), store)
     remote.cfg = cfg
     return remote
 
 
-def open_sink(cfg: RemoteConfig, data_dir: Path, mem: Any = None) -> Any:
+def open_sink(cfg: RemoteConfig, data_dir: Path, store: Any = None) -> Any:
     """The GraphSink of a zep / graphiti remote (no store needed, except for graphiti's query
-    embeddings: ``mem``'s embedder)."""
+    embeddings: ``store``'s embedder)."""
     if cfg.type == "zep":
         from .zep import ZepSink
 
@@ -45,9 +48,9 @@ def open_sink(cfg: RemoteConfig, data_dir: Path, mem: Any = None) -> Any:
         from .graphiti import GraphitiSink
 
         def embed(text: str) -> list[float]:
-            if mem is None:
+            if store is None:
                 raise BMError("graphiti search needs the store's embedder", hint="open the store first")
-            return [float(x) for x in mem.embedder.embed_query(text)]
+            return [float(x) for x in store.embedder.embed_query(text)]
 
         return GraphitiSink(cfg.name, embed, host=cfg.host or "127.0.0.1", port=int(cfg.port or 6379),
                             username=cfg.username, password_env=cfg.password_env, database=cfg.database or "bm")
@@ -55,10 +58,11 @@ def open_sink(cfg: RemoteConfig, data_dir: Path, mem: Any = None) -> Any:
                   hint="use a zep or graphiti remote")
 
 
-def open_all(mem: Any, *, types: tuple[str, ...] | None = None) -> list[Any]:
+def open_all(store: Any, *, types: tuple[str, ...] | None = None) -> list[Any]:
     """Every configured remote (of these types): op-log (S3) remotes first, then by name."""
-    configs = load_remotes(mem.config.paths.data_dir)
-    return [open_remote(mem, cfg) for cfg in sorted(configs.values(), key=lambda c: (c.mirror, c.name))
+    store = store_of(store)
+    configs = load_remotes(store.config.paths.data_dir)
+    return [open_remote(store, cfg) for cfg in sorted(configs.values(), key=lambda c: (c.mirror, c.name))
             if types is None or cfg.type in types]
 
 

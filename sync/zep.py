@@ -66,7 +66,7 @@ from typing import Any, Callable, Iterable
 
 from brandmind.errors import BMError, ConfigError
 
-from .mirror import GraphFact, GraphMessage, RemoteFact, RemoteHit, idem_key
+from .graphsink import GraphFact, GraphMessage, RemoteFact, RemoteHit, idem_key
 from .remote import RemoteDown
 
 DEFAULT_BASE_URL = "https://api.getzep.com/api/v4"
@@ -147,6 +147,7 @@ class ZepSink:
         self.sleep = sleep or time.sleep
         self.cache_path = Path(cache_path) if cache_path else None
         self._client: Any = None
+        self._http: Any = None  # the httpx.Client the SDK client uses (made with it)
         self._lock = threading.Lock()
         self._users: dict[str, str] = {}
         self._threads: dict[str, str] = {}
@@ -166,18 +167,25 @@ class ZepSink:
                 raise ConfigError(f"the Zep API key is not set: environment variable {self.api_key_env} is empty",
                                   hint=f"export {self.api_key_env}=<your Zep project API key> "
                                        "(bm keeps only the variable's name, never the key)")
+            import httpx
             from zep_cloud.client import Zep
 
-            self._client = Zep(api_key=key, base_url=self.base_url, timeout=self.timeout, max_retries=0)
+            # our own HTTP client (what the SDK would make: same timeout, redirects followed),
+            # so close() can close it through a public handle
+            self._http = httpx.Client(timeout=self.timeout, follow_redirects=True)
+            self._client = Zep(api_key=key, base_url=self.base_url, timeout=self.timeout, max_retries=0,
+                               httpx_client=self._http)
         return self._client
 
     def close(self) -> None:
         if self._client is not None:
             try:
-                self._client._client_wrapper.httpx_client.httpx_client.close()
+                if self._http is not None:
+                    self._http.close()
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
             self._client = None
+            self._http = None
 
     def _load_cache(self) -> None:
         if self.cache_path is None:

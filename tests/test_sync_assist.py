@@ -107,6 +107,28 @@ def test_a_late_or_failing_remote_falls_back_to_local_results_within_the_budget(
     assert out == local_rows and reports[0]["status"] == "timeout"
 
 
+def test_recall_with_remote_is_the_python_api_of_assisted_recall(store):
+    """The library function `bm recall` calls: local recall merged with the remotes asked."""
+    from brandmind.memory import Memory
+    from brandmind.sync.assist import recall_with_remote
+
+    with Memory() as mem:
+        mem.remember("Ann lives in Lisbon", user="ann")
+        rem = FakeRemote("zep", [hit("u7", "Ann speaks Portuguese")])
+        out, reports = recall_with_remote(mem, "where does Ann live", user="ann", remote=True, remotes=[rem])
+        assert rem.asked == 1 and [r["status"] for r in reports] == ["ok"]
+        texts = [r["text"] for r in out]
+        assert "Ann lives in Lisbon" in texts and "Ann speaks Portuguese" in texts
+        by = {r["text"]: r for r in out}
+        assert by["Ann speaks Portuguese"]["id"] == "zep:u7" and "fused" in by["Ann lives in Lisbon"]
+        # without remote=True and no remote configured with assist: local recall only, nobody asked
+        local, none = recall_with_remote(mem, "where does Ann live", user="ann")
+        assert none == [] and [r["text"] for r in local] == ["Ann lives in Lisbon"]
+        # a recall as of a date is local only: the remotes know the present
+        past, none = recall_with_remote(mem, "Ann", user="ann", remote=True, remotes=[rem], as_of="2100-01-01")
+        assert none == [] and rem.asked == 1
+
+
 # -- configuration ------------------------------------------------------------------------------------------
 def test_zep_and_graphiti_remotes_keep_only_the_names_of_secret_variables(bm, store, monkeypatch):
     monkeypatch.setenv("ZEP_API_KEY", "z-secret-value")

@@ -442,7 +442,7 @@ def test_crash_between_upload_and_watermark_repushes_as_already_pushed(aws_env, 
             a.remember(f"crash note {i}")
         # the process dies after the segment upload, before heads.json and the watermark
         with monkeypatch.context() as m:
-            m.setattr(s3.S3Remote, "_cas", lambda self, *a, **k: (_ for _ in ()).throw(Crash()))
+            m.setattr(s3.S3Remote, "cas", lambda self, *a, **k: (_ for _ in ()).throw(Crash()))
             with pytest.raises(Crash):
                 sync_once(a, _remote(a, sw, bucket))
         objects = sw.objects(bucket)
@@ -505,7 +505,7 @@ def test_cas_conflicts_on_heads_are_retried(aws_env, tmp_path):
         for t in threads:
             t.join()
         assert not errors and len(injected) == 3
-        heads = _remote(a, sw, bucket)._read_doc("heads.json")[0]["heads"]
+        heads = _remote(a, sw, bucket).read_doc("heads.json")[0]["heads"]
         assert heads == {a.log.replica: 1, b.log.replica: 1}
 
 
@@ -549,13 +549,13 @@ def test_segments_heads_and_pulls(aws_env, tmp_path):
     other.heads()
     from brandmind.sync import s3
 
-    orig = s3.S3Remote._cas
-    s3.S3Remote._cas = lambda self, *a, **k: None
+    orig = s3.S3Remote.cas
+    s3.S3Remote.cas = lambda self, *a, **k: None
     try:
         other.push("r_a", _ops("r_a", 121, 125))
     finally:
-        s3.S3Remote._cas = orig
-    assert _bare(sw, bucket, tmp_path)._read_doc("heads.json")[0]["heads"]["r_a"] == 120
+        s3.S3Remote.cas = orig
+    assert _bare(sw, bucket, tmp_path).read_doc("heads.json")[0]["heads"]["r_a"] == 120
     assert _bare(sw, bucket, tmp_path).heads()["r_a"] == 125
     # the same ops again under the same name: already pushed; different ones: a clash
     again = _bare(sw, bucket, tmp_path)
