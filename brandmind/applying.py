@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Callable
 
-from . import blockrules, converge, personarules, skillrules
+from . import blockrules, converge, merge, personarules, skillrules
 from .extract.predicates import normalize_predicate
 from .ops import Kind, provide
 from .storage import graph as graph_rows
@@ -44,13 +44,12 @@ def memory_add(sql: "SQLStore", op: dict, hk: str, vector_for: VectorFor) -> Non
     p = op["payload"]
     if converge.dead(sql, p["id"]):
         return
-    gone = converge.forgotten_at(sql, p["user"])
-    if gone is not None and hk < gone:  # stamped before its user was forgotten
+    if merge.forgotten_before(hk, converge.forgotten_at(sql, p["user"])):  # stamped before its user was forgotten
         converge.kill_memory(sql, p["id"])
         return
     here, known = rows.memory_hlc(sql, p["id"])
     if here:
-        if known is not None and hk < known:
+        if merge.earlier_add(known, hk):
             rows.set_memory_hlc(sql, p["id"], hk)
         return
     if p.get("predicate") is not None:  # one spelling ("lives in" = lives_in), also for old ops
@@ -62,12 +61,12 @@ def memory_add(sql: "SQLStore", op: dict, hk: str, vector_for: VectorFor) -> Non
 
 def memory_retire(sql: "SQLStore", op: dict, hk: str, vector_for: VectorFor) -> None:
     p = op["payload"]
-    converge.aim(sql, op, p["id"], "retire", p, apply_to_memory)
+    converge.aim(sql, op, p["id"], "retire", p, apply_to_memory, hk=hk)
 
 
 def memory_confirm(sql: "SQLStore", op: dict, hk: str, vector_for: VectorFor) -> None:
     p = op["payload"]
-    converge.aim(sql, op, p["id"], "confirm", p, apply_to_memory)
+    converge.aim(sql, op, p["id"], "confirm", p, apply_to_memory, hk=hk)
 
 
 def merged_ids(p: dict) -> list[str]:
@@ -79,16 +78,8 @@ def memory_merge(sql: "SQLStore", op: dict, hk: str, vector_for: VectorFor) -> N
     """Each merged id is retired by the memory.retire rule; ``into`` gains their provenance
     and one confirmation each.  Never reads the merged rows."""
     p = op["payload"]
-    ids = merged_ids(p)
-    for memory_id in ids:
-        converge.aim(sql, op, memory_id, "retire",
-                     {"id": memory_id, "retired_at": int(p["ts"]), "by": p["into"], "reason": "merged"},
-                     apply_to_memory)
-    if ids:
-        converge.aim(sql, op, p["into"], "merge_into",
-                     {"id": p["into"], "count": len(ids), "ts": int(p["ts"]),
-                      "provenance": p.get("provenance") or []},
-                     apply_to_memory)
+    for target, part, payload in merge.merge_parts(p, merged_ids(p)):
+        converge.aim(sql, op, target, part, payload, apply_to_memory, hk=hk)
 
 
 def memory_forget(sql: "SQLStore", op: dict, hk: str, vector_for: VectorFor) -> None:
@@ -126,26 +117,18 @@ def retire_memory(sql: "SQLStore", p: dict) -> None:
     if row is None:
         return
     retired_at, valid_to, superseded_by, meta_json = row
-    meta = json.loads(meta_json)
-    new_at, reason = int(p["retired_at"]), p.get("reason") or ""
-    if retired_at is None or (new_at, reason) < (retired_at, meta.get("retired_reason", "")):
-        retired_at = new_at
-        if reason:
-            meta["retired_reason"] = reason
-        else:
-            meta.pop("retired_reason", None)
-    if p.get("valid_to") is not None and (valid_to is None or int(p["valid_to"]) < valid_to):
-        valid_to = int(p["valid_to"])
-    if p.get("by") and (superseded_by is None or p["by"] < superseded_by):
-        superseded_by = p["by"]
-    rows.set_retire_state(sql, p["id"], retired_at, valid_to, superseded_by, meta)
+    new = merge.merge_retire({"retired_at": retired_at, "valid_to": valid_to, "superseded_by": superseded_by,
+                              "meta": json.loads(meta_json)}, p)
+    rows.set_retire_state(sql, p["id"], new["retired_at"], new["valid_to"], new["superseded_by"], new["meta"])
 
 
 def confirm_memory(sql: "SQLStore", p: dict, hk: str) -> None:
     """``memory.confirm`` (and the kept memory of a ``memory.merge``): a counter, a set union
     of provenance entries (ordered by the HLC of the op that brought them: converge.py),
     a max of times."""
-    rows.add_confirmations(sql, p["id"], int(p.get("count", 1)), int(p["ts"]))
+    row = rows.confirm_state(sql, p["id"])
+    if row is not None:
+        rows.set_confirm_state(sql, p["id"], **merge.merge_confirm(row, p))
     converge.add_provenance(sql, p["id"], list(p.get("provenance") or []), hk)
 
 
@@ -156,13 +139,12 @@ def kg_node(sql: "SQLStore", op: dict, hk: str, vector_for: VectorFor) -> None:
     p = op["payload"]
     if converge.dead(sql, p["id"]):
         return
-    gone = converge.forgotten_at(sql, p["user"])
-    if gone is not None and hk < gone:
+    if merge.forgotten_before(hk, converge.forgotten_at(sql, p["user"])):
         converge.kill_node(sql, p["id"])
         return
     here, known = rows.node_hlc(sql, p["id"])
     if here:
-        if known is not None and hk < known:
+        if merge.earlier_add(known, hk):
             rows.set_node_hlc(sql, p["id"], hk)
         return
     rows.insert_node(sql, p, hk)
@@ -182,11 +164,13 @@ def kg_edge(sql: "SQLStore", op: dict, hk: str, vector_for: VectorFor) -> None:
 
 def kg_edge_retire(sql: "SQLStore", op: dict, hk: str, vector_for: VectorFor) -> None:
     p = op["payload"]
-    converge.aim(sql, op, p["id"], "edge_retire", p, apply_to_edge, table="kg_edges")
+    converge.aim(sql, op, p["id"], "edge_retire", p, apply_to_edge, table="kg_edges", hk=hk)
 
 
 def apply_to_edge(sql: "SQLStore", part: str, p: dict, hk: str) -> None:
-    rows.retire_edge(sql, p["id"], int(p["retired_at"]), p.get("valid_to"))
+    row = rows.edge_retire_state(sql, p["id"])
+    if row is not None:
+        rows.set_edge_retire_state(sql, p["id"], **merge.merge_edge_retire(row, p))
 
 
 def kg_mention(sql: "SQLStore", op: dict, hk: str, vector_for: VectorFor) -> None:

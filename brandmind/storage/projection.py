@@ -34,9 +34,15 @@ def set_retire_state(sql: "SQLStore", memory_id: str, retired_at: int | None, va
                       memory_id))
 
 
-def add_confirmations(sql: "SQLStore", memory_id: str, count: int, ts: int) -> None:
-    sql.conn.execute("UPDATE memories SET confirmations = confirmations + ?, updated_at = max(updated_at, ?) "
-                     "WHERE id=?", (count, ts, memory_id))
+def confirm_state(sql: "SQLStore", memory_id: str) -> dict | None:
+    """``{confirmations, updated_at}`` of a memory, None if absent."""
+    row = sql.conn.execute("SELECT confirmations, updated_at FROM memories WHERE id=?", (memory_id,)).fetchone()
+    return {"confirmations": row[0], "updated_at": row[1]} if row is not None else None
+
+
+def set_confirm_state(sql: "SQLStore", memory_id: str, *, confirmations: int, updated_at: int) -> None:
+    sql.conn.execute("UPDATE memories SET confirmations=?, updated_at=? WHERE id=?",
+                     (confirmations, updated_at, memory_id))
 
 
 def drop_pending_of_user(sql: "SQLStore", user: str, hk: str) -> None:
@@ -77,11 +83,14 @@ def insert_edge(sql: "SQLStore", p: dict, predicate: str, recorded_at: int) -> N
                       p["ts"], p.get("valid_from"), p.get("valid_to"), recorded_at))
 
 
-def retire_edge(sql: "SQLStore", edge_id: str, retired_at: int, valid_to: int | None) -> None:
-    """retired_at = min, valid_to = min when given."""
-    sql.conn.execute("UPDATE kg_edges SET retired_at = min(coalesce(retired_at, :r), :r), "
-                     "valid_to = CASE WHEN :v IS NULL THEN valid_to ELSE min(coalesce(valid_to, :v), :v) END "
-                     "WHERE id = :id", {"r": retired_at, "v": valid_to, "id": edge_id})
+def edge_retire_state(sql: "SQLStore", edge_id: str) -> dict | None:
+    """``{retired_at, valid_to}`` of an edge, None if absent."""
+    row = sql.conn.execute("SELECT retired_at, valid_to FROM kg_edges WHERE id=?", (edge_id,)).fetchone()
+    return {"retired_at": row[0], "valid_to": row[1]} if row is not None else None
+
+
+def set_edge_retire_state(sql: "SQLStore", edge_id: str, *, retired_at: int | None, valid_to: int | None) -> None:
+    sql.conn.execute("UPDATE kg_edges SET retired_at=?, valid_to=? WHERE id=?", (retired_at, valid_to, edge_id))
 
 
 def insert_mention(sql: "SQLStore", node_id: str, memory_id: str) -> None:
