@@ -504,10 +504,10 @@ class Memory:
         limit = self.config.max_memory_chars
         # drop messages seen before (in the store, or earlier in this batch)
         fresh, keys = [], set()
-        with self.log.read() as txn:
+        with self.log.bead_keys() as seen:  # one read of ingest's dedup keys (OpLog.bead_keys)
             for msg in batch:
                 key = message_key(user, msg)  # None: nothing proves it was seen, so it is new
-                known = known_bead(lambda k: txn.get(k, db=self.log.db["bead_keys"]), user, msg)
+                known = known_bead(seen, user, msg)
                 if key is not None and (key in keys or known):
                     report["duplicates"] += 1
                     if known and "_beads" in report:

@@ -475,6 +475,7 @@ class OpLog:
             db = self.db["bead_keys"]
             yield lambda key: txn.get(key, db=db)
 
+
 def _open_copy(path: Path) -> Any:
     """An LMDB env over a copy of a log (OpLog.snapshot_copy / adopt_copy)."""
     import lmdb
