@@ -54,8 +54,9 @@ out-of-order application of one origin's ops each break it.
    it applies as nothing; a tombstone keeps the latest forget: :func:`latest`);
    ``user.forget`` at HLC H removes every memory, node, bead, block op and persona
    assignment of the user stamped before H (:func:`forgotten_before`), whichever arrives
-   first (projection.py user.forget, ``converge.kill_memory`` / ``kill_node`` /
-   ``forget_persona_user``, ``projection.apply_log_side`` for beads, blockrules).  The log
+   first (``applying.user_forget``, ``converge.kill_memory`` / ``kill_node``,
+   ``personarules.forget_user``, the ``apply_log`` of ``user.forget`` in ops.py for beads,
+   ``blockrules.forget_user``).  The log
    forgets too: a received forget redacts the ops it covers, and ops it covers that arrive
    later are stored redacted (brandmind/logforget.py ``forget_user_in_log``,
    ``forget_memory_in_log``, ``remove_wins``), so a replica that was offline never brings

@@ -11,7 +11,7 @@ payload of each.  ``RULES[kind]`` is the kind's :class:`Rule`, whose hooks say
   transaction is the caller's; ``hk`` is the op's ``clock.hlc_key``);
 - ``apply_log(txn, op, hk)``: how it lands in the LMDB projections (beads and their keys);
 - ``owner(op, user, nodes)``: whether it carries ``user``'s content (what forgetting the
-  user redacts: brandmind/replication.py ``forget_user_in_log``);
+  user redacts: brandmind/logforget.py ``forget_user_in_log``);
 - ``redact(op)``: the payload it is replaced with when forgotten;
 - ``export(store)``: the ``bm export`` records it owns (brandmind/exchange.py; lines in
   the order of this enum);
@@ -60,7 +60,7 @@ Op kinds and their payloads (merge rules: brandmind/merge.py and the apply funct
                    forgetting one later changes nothing on replay.  No text in the payload
 ``memory.forget`` {id}: remove wins; the id is tombstoned, so a late add cannot resurrect it
 ``bead.forget``   {id, user?}: a turn forgotten (``bm beads rm``, or with a memory made from
-                   it): LMDB only (brandmind/replication.py forget_bead_in_log): the bead goes,
+                   it): LMDB only (brandmind/logforget.py forget_bead_in_log): the bead goes,
                    its add is redacted, a late add is stored redacted (remove wins)
 ``user.forget``   {user}: every memory, bead and graph node of the user stamped before it
                    goes (whenever it arrives), and their persona assignments; the user's
@@ -79,7 +79,7 @@ Op kinds and their payloads (merge rules: brandmind/merge.py and the apply funct
                    the memory or the node is dead (a merged node's go to the node it became)
 ``kg.node.remove`` {id, user, ts}: ``bm kg rm``, or a node only forgotten facts named: the node,
                    its edges and mentions go; the id is tombstoned (remove wins); in the log
-                   its add and those of its edges and mentions are redacted (replication.py).
+                   its add and those of its edges and mentions are redacted (logforget.py).
 ``kg.node.merge`` {id, into, user, ts}: ``bm kg merge``: the node's edges and mentions move
                    to ``into`` and it goes; later edges and mentions of it follow
                    (brandmind/graph.py)
@@ -540,7 +540,7 @@ def apply_user_forget_log(txn: "LogTxn", op: dict, hk: str) -> None:
 
 
 def no_log_side(txn: "LogTxn", op: dict, hk: str) -> None:
-    """The kind has no LMDB projection (bead.forget's is replication.forget_bead_in_log)."""
+    """The kind has no LMDB projection (bead.forget's is logforget.forget_bead_in_log)."""
 
 
 def apply_log_side(txn: "LogTxn", op: dict, hk: str | None = None) -> None:

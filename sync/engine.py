@@ -317,7 +317,7 @@ def _push_stream(store: Any, remote: Any, replica: str, after: int, upto: int, h
 
 def _pull_stream(store: Any, remote: Any, replica: str, after: int, target: int, counts: dict,
                  hook: Callable[[str], None], helper: Applier | None = None) -> None:
-    # ops held here (stamped too far ahead: brandmind/replication.py) are not fetched again
+    # ops held here (stamped too far ahead: brandmind/held.py) are not fetched again
     after = held_top(store.log, replica, after)
     # the first pull starts one op early: the op both sides hold must be the same op there
     # (else two devices write under one replica id: receive raises SyncConflict)
@@ -352,7 +352,7 @@ def sync_status(store: Any, remote: Any | None = None) -> dict:
     "pending_total", "incoming", "remote_heads", "watermarks", "last_success",
     "last_error", "checked": "live"|"recorded", "clock"?}}, "held": [{"replica", "ops",
     "first_seq", "last_seq", "ahead_ms", "ahead", ...}]}`` (held: ops set aside, stamped too
-    far ahead of this device's clock; brandmind/replication.py).  Without ``remote`` it reads only this
+    far ahead of this device's clock; brandmind/held.py).  Without ``remote`` it reads only this
     device's records (no network); with one it asks that remote for its heads.  ``store``: a
     StoreHandle (a Memory gives its ``.store``)."""
     store = store_of(store)
