@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from . import validate
+from . import replication, validate
 from .clock import now_millis
 from .config import Config
 from .errors import ModelMismatch, StoreCorrupt, StoreMissing
@@ -158,8 +158,6 @@ class Store:
         stored ops has in hand already (replication.receive_batch)."""
         if self.sql.applied() >= self.log.last_arrival():
             return 0
-        from .replication import catch_up
-
         vector_for = self.vector_for
         if vectors:
             def vector_for(text: str) -> bytes:
@@ -167,7 +165,7 @@ class Store:
                 return vec if vec is not None else self.vector_for(text)
 
         # arrival order, each replica's ops in seq order (brandmind/replication.py)
-        n = catch_up(self.log, self.sql, vector_for, progress, apply=apply_sql_side, fresh=fresh)
+        n = replication.catch_up(self.log, self.sql, vector_for, progress, apply=apply_sql_side, fresh=fresh)
         self.searcher.invalidate()
         return n
 
@@ -176,6 +174,4 @@ class Store:
         "duplicates", ...}``.  Ops stamped too far ahead of this device's clock are held
         back, not applied; SyncConflict: nothing of the batch is stored.  ``apply=False``
         leaves applying to SQLite to a later catch-up.  See brandmind/replication.py."""
-        from .replication import receive_batch
-
-        return receive_batch(self, ops, now_ms=now_ms, apply=apply)
+        return replication.receive_batch(self, ops, now_ms=now_ms, apply=apply)
