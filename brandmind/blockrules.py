@@ -277,8 +277,7 @@ def apply_op(sql: "SQLStore", op: dict, hk: str, *,
     ``user.forget`` (None: never forgotten)."""
     kind, p = op["kind"], op["payload"]
     if p.get("scope") != "persona":
-        forgotten = forgotten_at(sql, p.get("user"))
-        if forgotten is not None and hk < forgotten:
+        if merge.forgotten_before(hk, forgotten_at(sql, p.get("user"))):
             return  # the owner was forgotten after this op was made
     if kind == Kind.BLOCK_DEFINE:
         store.add_define(sql, p["id"], op["id"], hk, p["scope"], p.get("user"),
