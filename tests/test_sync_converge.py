@@ -376,7 +376,7 @@ def test_the_tricky_scenarios_converge(scenario):
 def test_a_wall_clock_lww_fails_the_check(monkeypatch):
     """Comparing wall clocks only (dropping the HLC counter and replica) breaks LWW ties by
     arrival order: the replicas end with different skills."""
-    import brandmind.projection as projection
+    import sys
 
     def wall_only(hlc):
         return f"{int(hlc[0]):015d}"
