@@ -55,7 +55,6 @@ from .clock import hlc_key, iso, new_id, now_millis
 from .errors import InvalidInput, NotFound, UsageError
 from .logforget import forget_nodes_in_log
 from .ops import Kind
-from .replication import forget_nodes_in_log
 from .storage import graph as kg
 from .storage import memories
 from .storage.graph import merged_into
