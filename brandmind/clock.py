@@ -12,6 +12,8 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 
+from .errors import InvalidInput
+
 _B32 = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower-case
 
 
@@ -142,8 +144,6 @@ def parse_time(value: str | int | float | None, *, field: str = "time") -> int |
 
     Naive datetimes are taken as UTC.  Raises InvalidInput on anything else.
     """
-    from .errors import InvalidInput
-
     if value is None or value == "":
         return None
     if isinstance(value, bool):

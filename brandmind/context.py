@@ -90,8 +90,10 @@ import json
 import math
 import operator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
+from . import query as query_mod
 from .beads import beads_before, beads_tail
 from .blocks import Blocks
 from .clock import parse_time
@@ -143,13 +145,13 @@ def check_budget(budget: Any) -> int:
     return value
 
 
-def build_context(store: "Store", query: str | bytes, *, recall: Recall, budget: int = 2000,
+def build_context(store: "Store", query: str | bytes, *, recall: Recall | None = None, budget: int = 2000,
                   user: str | None = None, agent: str | None = None, now: str | int | None = None,
                   as_of: str | int | None = None, format: str = "text", recent: int = 20,
                   margin: float = 0.0, thread: str | None = None,
                   counter: TokenCounter | None = None) -> dict:
     """See ``Memory.context`` and the module docstring.  ``recall(query, k=, user=, agent=,
-    now=, as_of=)`` finds the memories (``Memory.recall``)."""
+    now=, as_of=)`` finds the memories (default: ``query.recall`` over the same store)."""
     budget, recent_n, margin_f = _check_args(budget, format, recent, margin)
     now_ms = parse_time(now, field="now")
     as_of_ms = parse_time(as_of, field="as_of")
@@ -158,6 +160,7 @@ def build_context(store: "Store", query: str | bytes, *, recall: Recall, budget:
     user_name = store.user(user)
 
     items: list[_Item] = _block_items(store, user_name, agent)
+    recall = recall or partial(query_mod.recall, store)
     memories = recall(query, k=RECALL_K, user=user_name, agent=agent, now=now, as_of=as_of)
     cutoff = min((t for t in (now_ms, as_of_ms) if t is not None), default=None)
     bead_items = _bead_items(beads_before(store, user_name, recent_n, cutoff, thread))

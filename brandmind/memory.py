@@ -6,39 +6,38 @@ projection.py); every read goes to the projections.
 """
 from __future__ import annotations
 
-import operator
 import os
 from functools import cached_property
-from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-import numpy as np
-
-from . import beads, validate
+from . import beads, ingesting, validate
 from . import consolidate as consolidation
+from . import query as query_mod
 from .admin import Admin
 from .blocks import Blocks
-from .clock import iso, new_id, now_millis, parse_time
+from .clock import new_id, now_millis, parse_time
 from .config import Config
-from .errors import BMError, InvalidInput, NotFound, StoreCorrupt, StoreMissing, UsageError
+from .context import build_context
+from .errors import BMError, NotFound, UsageError
+from .extract import Turn
+from .extract.run import as_turns, extract_turns
 from .facts import Facts
 from .forgetting import forget_ids, forget_user_ops
 from .graph import Graph
-from .ingest import known_bead, message_key, read_messages
-from .oplog import BlobStore, OpLog
-from .opcheck import problem
+from .oplog import OpLog
 from .ops import Kind
 from .personas import Personas
 from .privacy import gather_private_terms
-from .projection import apply_log_side, apply_sql_side, hlc_key
-from .recall import Filters, Searcher, keyword_query
+from .recall import Searcher
+from .storage.search import Filters, keyword_query
 from .skills import Skills
 from .sqlstore import SQLStore
+from .storage import memories
 from .storage.forget import match_memories
 from .storage.memories import memory_out
-from .store import Progress, Store
+from .store import Store
+from .workspace import Workspace, forget_user_files
 
-INGEST_BATCH = 256
 
 
 class Memory:
@@ -159,9 +158,6 @@ class Memory:
             t.cache_vector(self.sql.model, text, vec.tobytes())
         self.store.catch_up()
         if extract:
-            from .extract import Turn
-            from .extract.run import extract_turns
-
             try:
                 report = extract_turns(self.store, [Turn(text, None, payload["ts"], None, payload["user"])],
                                        user=payload["user"], agent=payload["agent"],
@@ -185,8 +181,6 @@ class Memory:
         "contradicted"}, "llm": {"calls", "tokens", "capped"}, "skipped_turns", "bad_chunks",
         "bad_facts"}``.  ``dry_run`` stores nothing and calls no LLM: ``llm`` is the estimate
         and, for the rules, ``would_extract`` lists the facts.  See brandmind/extract/run.py."""
-        from .extract.run import as_turns, extract_turns
-
         user = self.store.user(user)
         agent = validate.name(agent, what="agent") if agent is not None else None
         default_ts = parse_time(ts, field="ts") if ts is not None else now_millis()
@@ -194,10 +188,10 @@ class Memory:
                              dry_run=dry_run)
 
     def get(self, memory_id: str) -> dict:
-        rows = list(self.sql.rows("SELECT * FROM memories WHERE id=?", (memory_id,)))
-        if not rows:
+        row = memories.row(self.sql, memory_id)
+        if row is None:
             raise NotFound(f"no memory {memory_id!r}", hint="list ids with `bm memories list`")
-        return memory_out(rows[0])
+        return memory_out(row)
 
     def list_memories(self, *, user: str | None = None, agent: str | None = None,
                       type: str | None = None, limit: int = 50, offset: int = 0,
@@ -205,132 +199,31 @@ class Memory:
         if int(limit) < 1 or int(offset) < 0:
             raise UsageError(f"--limit must be at least 1 and --offset at least 0 (got {limit}, {offset})",
                              hint="e.g. --limit 50 --offset 100")
-        where, args = ["1"], []
-        if not all_users:
-            where.append("user_id = ?")
-            args.append(self.store.user(user))
-        if agent is not None:
-            where.append("agent_id = ?")
-            args.append(agent)
-        if type is not None:
-            where.append("type = ?")
-            args.append(validate.memory_type(type))
-        rows = self.sql.rows(f"SELECT * FROM memories WHERE {' AND '.join(where)} "
-                             "ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
-                             (*args, int(limit), int(offset)))
+        rows = memories.listed(self.sql, user=None if all_users else self.store.user(user), agent=agent,
+                               type=validate.memory_type(type) if type is not None else None,
+                               limit=int(limit), offset=int(offset))
         return [memory_out(r) for r in rows]
 
     def recall(self, query: str | bytes, *, k: int | None = None, user: str | None = None,
                agent: str | None = None, types: Iterable[str] = (), since: str | int | None = None,
                until: str | int | None = None, now: str | int | None = None,
                as_of: str | int | None = None) -> list[dict]:
-        """The memories that best answer ``query``, best first (see brandmind/recall.py).
-
-        Without ``agent``: the user's memories of every scope, ``k`` (default 10) of them.
-        With ``agent``: that agent's own memories and the user's global ones, ranked
-        apart and merged: ``recall_agent_k`` + ``recall_global_k`` of them (config, 5 + 3),
-        or ``k`` split in that ratio, one scope filling in when the other runs short.
-        Only currently true memories, or those true ``as_of`` a date.  Time words in the
-        query ("last Tuesday") are read relative to ``now`` (default: the clock); an explicit
-        ``now`` is also the moment asked about: memories dated after it do not exist yet, and
-        facts retired after it were still current."""
-        from .recall import Query, Weights
-        from .timewords import find_windows
-
-        query = validate.text(query, what="query")
-        if k is not None:
-            k_in = k
-            try:  # whole numbers only (a batch line may carry "k": "abc", 2.5 or true)
-                k = operator.index(k) if not isinstance(k, bool) else None
-            except TypeError:
-                k = None
-            if k is None or not 1 <= k <= 1000:
-                raise UsageError(f"k must be a whole number from 1 to 1000, got {k_in!r}", hint="e.g. -k 10")
-        now_ms = parse_time(now, field="now") if now is not None else now_millis()
-        filters = Filters(
-            user=self.store.user(user),
-            agent=validate.name(agent, what="agent") if agent is not None else None,
-            types=tuple(validate.memory_type(t) for t in types),
-            since=parse_time(since, field="since"), until=_until(parse_time(until, field="until"), now_ms, now),
-            now=now_ms, as_of=parse_time(as_of, field="as_of") if as_of is not None else None)
-        # reads do not write: no workspace refresh here (it is explicit, see brandmind/workspace.py)
-        qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
-        if qvec.shape != (self.sql.dim,):
-            from .errors import ModelMismatch
-
-            raise ModelMismatch(f"query vector is {qvec.shape[-1]}-d, the store's are {self.sql.dim}-d",
-                                hint="run `bm reindex`")
-        base = Query(query, qvec, filters, k or 10, Weights.from_config(self.config),
-                     tuple(find_windows(query, now_ms)), now_ms)
-        if filters.agent is None:
-            hits = self.searcher.search(base)
-        else:
-            hits = self._recall_scopes(base, k)
-        if not hits:
-            return []
-        by_rowid = {r["rowid"]: r for r in self.sql.rows(
-            f"SELECT * FROM memories WHERE rowid IN ({','.join('?' * len(hits))})",
-            tuple(h["rowid"] for h in hits))}
-        out = []
-        for h in hits:
-            row = by_rowid.get(h["rowid"])
-            if row is None:
-                continue
-            item = memory_out(row)
-            item["score"] = round(h["score"], 6)
-            item["signals"] = h["signals"]
-            out.append(item)
-        return out
-
-    def _recall_scopes(self, base: Any, k: int | None) -> list[dict]:
-        """The agent's own top memories and the user's global ones, merged by score."""
-        from dataclasses import replace
-
-        a_k, g_k = self.config.recall_agent_k, self.config.recall_global_k
-        if k is not None:
-            a_k = min(k, round(k * a_k / (a_k + g_k))) if a_k + g_k else k
-            g_k = k - a_k
-        total = a_k + g_k
-        f = base.filters
-        own = self.searcher.search(replace(base, k=total, filters=replace(f, scope="agent")))
-        shared = self.searcher.search(replace(base, k=total, filters=replace(f, scope="global")))
-        take_a = min(len(own), a_k + max(0, g_k - len(shared)))
-        take_g = min(len(shared), total - take_a)
-        merged = own[:take_a] + shared[:take_g]
-        return sorted(merged, key=lambda h: (-h["score"], h["rowid"]))
+        """The memories that best answer ``query``, best first: ``k`` (default 10) of the
+        user's, or with ``agent`` that agent's own and the user's global ones merged; only
+        currently true memories, or those true ``as_of`` a date; time words read relative to
+        ``now``.  See brandmind/query.py (how) and brandmind/recall.py (ranking)."""
+        return query_mod.recall(self.store, query, k=k, user=user, agent=agent, types=types, since=since,
+                                until=until, now=now, as_of=as_of)
 
     def recall_batch(self, queries: Iterable[dict], *, user: str | None = None,
                      agent: str | None = None, now: str | int | None = None, k: int | None = None,
                      types: Iterable[str] = (), since: str | int | None = None,
                      until: str | int | None = None, as_of: str | int | None = None,
                      min_score: float | None = None) -> Iterator[dict]:
-        """For each ``{"query", "k"?, "id"?, "user"?, "agent"?, "type"?, "since"?, "until"?,
-        "now"?, "as_of"?, "min_score"?}``, ``{"id", "results"}`` (or ``{"id", "error"}`` for
-        that query alone).  The keyword arguments are the defaults of every query; a key
-        of the line wins over its default."""
-        for n, q in enumerate(queries, 1):
-            qid = q.get("id", n) if isinstance(q, dict) else n
-            try:
-                if not isinstance(q, dict) or "query" not in q:
-                    raise InvalidInput("each batch line needs a \"query\"",
-                                       hint='e.g. {"id": 1, "query": "where does Ann live?", "k": 5}')
-                line_types = q.get("type") or types or ()
-                if not isinstance(line_types, (str, list, tuple)):
-                    raise InvalidInput('"type" is a memory type or a list of them',
-                                       hint='e.g. "type": "fact" or "type": ["fact", "decision"]')
-                results = self.recall(q["query"], k=q.get("k", k), user=q.get("user", user),
-                                      agent=q.get("agent", agent),
-                                      types=[line_types] if isinstance(line_types, str) else line_types,
-                                      since=q.get("since", since), until=q.get("until", until),
-                                      now=q.get("now", now), as_of=q.get("as_of", as_of))
-                floor = q.get("min_score", min_score)
-                if floor is not None:
-                    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or floor != floor:
-                        raise InvalidInput(f"min_score must be a number, got {floor!r}", hint='e.g. "min_score": 0.5')
-                    results = [r for r in results if r["score"] >= floor]
-                yield {"id": qid, "results": results}
-            except BMError as exc:
-                yield {"id": qid, "error": exc.message, "hint": exc.hint}
+        """One ``{"id", "results"}`` (or ``{"id", "error"}``) per query line; the keyword
+        arguments are the defaults of every line (brandmind/query.py ``recall_batch``)."""
+        return query_mod.recall_batch(self.store, queries, user=user, agent=agent, now=now, k=k, types=types,
+                                      since=since, until=until, as_of=as_of, min_score=min_score)
 
     # -- context for an agent, consolidation (brandmind/context.py, brandmind/consolidate.py) --
     def context(self, query: str | bytes, *, budget: int = 2000, user: str | None = None,
@@ -347,9 +240,7 @@ class Memory:
         tokenizer), never above ``budget * (1 - margin)``.  ``format="json"``: ``text`` is
         the sections as compact JSON.  See brandmind/context.py for how the set is chosen.
         """
-        from .context import build_context
-
-        return build_context(self.store, query, recall=self.recall, budget=budget, user=user, agent=agent, now=now,
+        return build_context(self.store, query, budget=budget, user=user, agent=agent, now=now,
                              as_of=as_of, format=format, recent=recent, margin=margin, thread=thread)
 
     def consolidate(self, *, user: str | None = None, threshold: float = 0.92, dry_run: bool = False,
@@ -366,8 +257,6 @@ class Memory:
     def workspace(self, user: str | None = None) -> Any:
         """The user's workspace (``ls``, ``cat``, ``write``, ``append``, ``rm``, ``mv``,
         ``find``, ``index``); notes and profile files are indexed for recall."""
-        from .workspace import Workspace
-
         return Workspace(self.store, user)
 
     # -- forgetting -----------------------------------------------------------
@@ -383,8 +272,6 @@ class Memory:
         user = validate.name(user, what="user")
         counts = self.admin.stats(user=user)["counts"]
         forget_user_ops(self.store, user)
-        from .workspace import forget_user_files
-
         counts["files"] = forget_user_files(self.store, user)  # the workspace (its chunks went above)
         self.sql.truncate_wal()
         return counts
@@ -465,118 +352,7 @@ class Memory:
         ``dry_run`` stores nothing and calls no LLM: it reports what would be ingested and,
         with ``extract``, the estimated LLM calls and tokens (rules: the facts found).
         """
-        user = self.store.user(user)
-        agent = validate.name(agent, what="agent") if agent is not None else None
-        if dry_run:
-            from .extract.run import dry_run_ingest
-
-            return dry_run_ingest(self.store, lines, user=user, skip_bad=skip_bad, extract=extract)
-        report: dict[str, Any] = {"ingested": 0, "duplicates": 0, "bad": [], "lines": 0}
-        if extract:  # the bead ids of the messages stored (and found stored) by this ingest
-            report["_beads"], report["_fresh"] = [], []
-        batch: list[dict] = []
-
-        def stop_at_bad_line(exc: InvalidInput) -> None:
-            self._ingest_batch(batch, user, report)
-            exc.message += (f" — {report['ingested']} message(s) before it were stored"
-                            + (f", {report['duplicates']} already known" if report["duplicates"] else ""))
-            exc.hint = "fix the line and re-run the same command: stored messages are not stored twice; or pass --skip-bad"
-
-        for msg in read_messages(lines, report, skip_bad=skip_bad, on_bad=stop_at_bad_line):
-            batch.append(msg)
-            if len(batch) >= INGEST_BATCH:
-                self._ingest_batch(batch, user, report)
-                batch = []
-                if progress:
-                    progress(report)
-        self._ingest_batch(batch, user, report)
-        if progress:
-            progress(report)
-        if extract:
-            from .extract.run import extract_after_ingest
-
-            extract_after_ingest(self.store, report, user=user, agent=agent)
-        return report
-
-    def _ingest_batch(self, batch: list[dict], user: str, report: dict) -> None:
-        if not batch:
-            return
-        limit = self.config.max_memory_chars
-        # drop messages seen before (in the store, or earlier in this batch)
-        fresh, keys = [], set()
-        with self.log.bead_keys() as seen:  # one read of ingest's dedup keys (OpLog.bead_keys)
-            for msg in batch:
-                key = message_key(user, msg)  # None: nothing proves it was seen, so it is new
-                known = known_bead(seen, user, msg)
-                if key is not None and (key in keys or known):
-                    report["duplicates"] += 1
-                    if known and "_beads" in report:
-                        report["_beads"].append(known)
-                    continue
-                keys.add(key)
-                fresh.append((key, msg))
-        if not fresh:
-            return
-        texts = []
-        for _, msg in fresh:
-            body = msg["content"] if len(msg["content"]) <= limit else msg["content"][:limit]
-            texts.append(f"{msg['speaker']}: {body}" if msg["speaker"] else body)
-        vecs = self.store.embed_docs(texts)
-        now = now_millis()
-        episodes: dict[str, tuple[int, str]] = {}
-        with self.log.write() as t:
-            stored = 0
-            for (key, msg), text, vec in zip(fresh, texts, vecs):
-                if key is not None and t.bead_for_key(key):  # another process stored it meanwhile
-                    report["duplicates"] += 1
-                    if "_beads" in report:
-                        report["_beads"].append(t.bead_for_key(key))
-                    continue
-                ts = msg["ts"] if msg["ts"] is not None else now
-                bead = beads.bead_payload(
-                    self.store, msg["content"], user=user, role=msg["role"], speaker=msg["speaker"], ts=ts,
-                    thread=msg["thread"], source="ingest", turn_id=msg["id"], importance=0.5,
-                    spans=None, meta=msg["meta"], key=key)
-                op = t.append(Kind.BEAD_ADD, {"bead": bead})
-                apply_log_side(t, op)
-                meta = {"kind": "turn", "role": msg["role"], "thread": bead["thread"],
-                        "episode": self._episode(user, bead["thread"], ts, episodes)}
-                if msg["speaker"]:
-                    meta["speaker"] = msg["speaker"]
-                if len(msg["content"]) > limit:
-                    meta["truncated"] = True
-                t.append(Kind.MEMORY_ADD, {
-                    "id": new_id("m", ts), "text": text, "type": "episode", "user": user,
-                    "agent": None, "importance": 0.5, "ts": ts, "valid_from": None,
-                    "valid_to": None, "source": "ingest", "meta": meta,
-                    "provenance": [{"bead": bead["id"], "turn_id": msg["id"], "meta": msg["meta"]}],
-                })
-                t.cache_vector(self.sql.model, text, vec.tobytes())
-                stored += 1
-                if "_beads" in report:
-                    report["_beads"].append(bead["id"])
-                    report["_fresh"].append(bead["id"])
-        self.store.catch_up()
-        report["ingested"] += stored
-
-    def _episode(self, user: str, thread: str, ts: int, last: dict[str, tuple[int, str]]) -> str:
-        """The episode a turn belongs to: that of the turn before it in the thread when the
-        pause since is at most ``episode_gap_minutes``, else a new one named by its start.
-        ``last`` carries the previous turn of each thread through an ingest."""
-        prev = last.get(thread)
-        if prev is None or ts < prev[0]:
-            row = self.sql.conn.execute(
-                "SELECT created_at, episode FROM memories WHERE user_id = ? AND thread = ? AND created_at <= ? "
-                "ORDER BY created_at DESC, rowid DESC LIMIT 1", (user, thread, ts)).fetchone()
-            prev = (row[0], row[1]) if row and row[1] else None
-        episode = prev[1] if prev and ts - prev[0] <= self.config.episode_gap_minutes * 60_000 else iso(ts)
-        last[thread] = (ts, episode)
-        return episode
-
-
-def _until(until_ms: int | None, now_ms: int, now: Any) -> int | None:
-    """The recall window's end: with an explicit ``now``, nothing dated after it (exclusive end)."""
-    if now is None:
-        return until_ms
-    return now_ms + 1 if until_ms is None else min(until_ms, now_ms + 1)
+        return ingesting.ingest(self.store, lines, user=self.store.user(user),
+                                agent=validate.name(agent, what="agent") if agent is not None else None,
+                                skip_bad=skip_bad, progress=progress, extract=extract, dry_run=dry_run)
 

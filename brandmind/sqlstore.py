@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .errors import ModelMismatch, StoreCorrupt
+from .errors import ModelMismatch, StoreCorrupt, StoreMissing
 from .oplog import dumps
 from .storage import blocks as blocks_schema
 from .storage import personas as personas_schema
@@ -191,8 +191,6 @@ class SQLStore:
         self.path = path
         self.no_pending = False  # set by replication.catch_up under its write lock (converge.replay)
         if not path.exists() and not create:
-            from .errors import StoreMissing
-
             raise StoreMissing(f"no memory index at {path}",
                                hint="run `bm rebuild` to rebuild it from the op log, or `bm init`")
         try:

@@ -8,8 +8,8 @@ blocks do not.
   the library (``brandmind`` without ``cli``/``sync``);
 - private reads: ``obj._x`` where ``obj`` is not ``self``/``cls`` and ``_x`` is not defined
   in the same module, and ``from m import _x`` of a project module;
-- SQL: calls of ``execute``/``executemany``/``executescript`` (and ``cursor().execute``),
-  per module; LMDB: modules that open transactions or sub-databases
+- SQL: calls of ``execute``/``executemany``/``executescript`` (and ``sql.rows``) and string literals
+  that start with an SQL statement (``SELECT ...``, f-strings included), per module; LMDB: modules that open transactions or sub-databases
   (``.begin(``/``.open_db(``) or build keys with the LMDB key helpers;
 - sizes: files over 600 lines, functions over 60 lines without a ``# long:`` comment on
   the ``def`` line or the line above it.
@@ -17,6 +17,7 @@ blocks do not.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -24,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"brandmind": ROOT / "brandmind", "brandmind.sync": ROOT / "sync",
             "brandmind.cli": ROOT / "cli"}
-SQL_CALLS = {"execute", "executemany", "executescript"}
+SQL_CALLS = {"execute", "executemany", "executescript", "rows"}
+SQL_TEXT = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|PRAGMA|REPLACE|DROP|ALTER)\s")
 LMDB_CALLS = {"begin", "open_db"}
 MAX_FILE = 600
 MAX_FUNC = 60
@@ -104,8 +106,14 @@ class Module:
                     v = node.value
                     if not (isinstance(v, ast.Name) and v.id in ("self", "cls")) and attr not in defined:
                         self.private_reads.append((node.lineno, f"{ast.unparse(v)}.{attr}"))
+            if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+                if SQL_TEXT.match(str(node.values[0].value)):
+                    self.sql.append(node.lineno)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL_TEXT.match(node.value):
+                self.sql.append(node.lineno)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                if node.func.attr in SQL_CALLS:
+                if node.func.attr in SQL_CALLS and (node.func.attr != "rows" or ast.unparse(
+                        node.func.value).endswith("sql")):
                     self.sql.append(node.lineno)
                 elif node.func.attr in LMDB_CALLS:
                     self.lmdb.append(node.lineno)
@@ -201,7 +209,7 @@ def report(mods: dict[str, Module] | None = None) -> dict:
     return {
         "cycles": cycles(mods),
         "private": {n: m.private_reads for n, m in mods.items() if m.private_reads},
-        "sql": {n: len(m.sql) for n, m in mods.items() if m.sql},
+        "sql": {n: len(set(m.sql)) for n, m in mods.items() if m.sql},
         "lmdb": {n: len(m.lmdb) for n, m in mods.items() if m.lmdb},
         "big_files": {n: len(m.lines) for n, m in mods.items() if len(m.lines) > MAX_FILE},
         "long_funcs": {n: m.long_funcs for n, m in mods.items() if m.long_funcs},

@@ -16,17 +16,18 @@ import pytest
 
 # The layers, lowest first; inside a layer, a module may import only those before it.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundation", ["errors", "clock", "validate", "config", "timewords", "tokens", "ingest", "bulk",
-                    "pii", "embed.base", "embed.hashing", "embed.minilm", "embed.local_build",
-                    "embed.local", "embed.ollama", "embed", "extract.dates", "extract.patterns",
+    ("foundation", ["errors", "clock", "validate", "config", "timewords", "embed.base", "embed.hashing",
+                    "embed.minilm", "embed.local_build", "embed.local", "embed.ollama", "embed", "tokens",
+                    "ingest", "bulk", "piiterms", "pii", "extract.base", "extract.predicates", "extract.dates",
+                    "extract.patterns", "extract.phrases", "extract.makers", "extract.verbs",
                     "extract.clauses", "extract.rules", "extract.llm", "extract", "lmdbscrub"]),
     ("storage", ["logtxn", "oplog", "storage", "storage.*", "sqlstore"]),
     ("rules", ["ops", "merge", "opcheck", "blockrules", "personarules", "skillrules", "logforget",
                "held", "converge", "applying", "projection", "replication"]),
     ("store", ["store"]),
-    ("domain", ["beads", "scoring", "recall", "factrules", "facts", "graph", "blocks", "personas", "skills",
+    ("domain", ["beads", "scoring", "recall", "query", "factrules", "facts", "graph", "blocks", "personas", "skills",
                 "workspace_files", "workspace_index", "workspace", "privacy", "context", "consolidate",
-                "forgetting", "exchange", "extract.run", "admin"]),
+                "forgetting", "exchange", "extract.run", "ingesting", "admin"]),
     ("facade", ["memory", ""]),
 ]
 HEAVY = {"numpy", "apsw", "lmdb", "onnxruntime", "onnx", "pycrdt", "boto3", "botocore", "sqlite_vec",

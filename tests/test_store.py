@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import brandmind
-import brandmind.memory  # noqa: F401  (bound to the real clock before any test patches it)
+import brandmind.ingesting  # noqa: F401  (bound to the real clock before any test patches it)
+import brandmind.memory  # noqa: F401
 from brandmind import clock, projection
 from brandmind.config import Config
 from brandmind.errors import BMError, InvalidInput, ModelMismatch, NotFound
@@ -173,6 +174,7 @@ def test_the_thread_keeps_its_order_within_one_millisecond(home, monkeypatch):
     frozen = lambda: 1_700_000_000_000  # noqa: E731
     monkeypatch.setattr(clock, "now_millis", frozen)
     monkeypatch.setattr(brandmind.memory, "now_millis", frozen)
+    monkeypatch.setattr(brandmind.ingesting, "now_millis", frozen)
     with open_store(home) as mem:
         for i in range(30):
             mem.add_bead(f"bead {i}", user="ann")

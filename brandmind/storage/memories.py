@@ -45,6 +45,26 @@ def row(sql: "SQLStore", memory_id: str) -> dict | None:
     return next(sql.rows("SELECT * FROM memories WHERE id=?", (memory_id,)), None)
 
 
+def listed(sql: "SQLStore", *, user: str | None, agent: str | None, type: str | None,
+           limit: int, offset: int) -> list[dict]:
+    """Memories newest first, of one user (or every user when None), agent and type."""
+    where, args = ["1"], []
+    for column, value in (("user_id", user), ("agent_id", agent), ("type", type)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            args.append(value)
+    return list(sql.rows(f"SELECT * FROM memories WHERE {' AND '.join(where)} "
+                         "ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?", (*args, limit, offset)))
+
+
+def last_turn_before(sql: "SQLStore", user: str, thread: str, ts: int) -> tuple[int, str | None] | None:
+    """``(created_at, episode)`` of the newest memory of ``user``'s ``thread`` at or before ``ts``."""
+    row = sql.conn.execute(
+        "SELECT created_at, episode FROM memories WHERE user_id = ? AND thread = ? AND created_at <= ? "
+        "ORDER BY created_at DESC, rowid DESC LIMIT 1", (user, thread, ts)).fetchone()
+    return (row[0], row[1]) if row else None
+
+
 def rows_by_rowid(sql: "SQLStore", rowids: list[int]) -> dict[int, dict]:
     """rowid -> full row, for the rowids that exist."""
     if not rowids:

@@ -1,0 +1,146 @@
+"""``bm ingest``: JSONL messages in, each stored as a bead plus a raw-turn memory.
+
+Messages provably seen before (by id, else by an explicit ts with thread, role, speaker and
+content: brandmind/ingest.py ``message_key``) are not stored again; a message with neither is
+always new.  A bad line stops the ingest with its line number, after committing the lines
+before it (``skip_bad`` reports it and goes on).  Every batch is one op-log transaction and
+one SQLite transaction: nothing is ever half-stored.  Each turn's memory carries its episode:
+that of the turn before it in the thread when the pause since is at most
+``episode_gap_minutes``, else a new one named by its start.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from . import beads
+from .clock import iso, new_id, now_millis
+from .errors import InvalidInput
+from .extract.run import dry_run_ingest, extract_after_ingest
+from .ingest import known_bead, message_key, read_messages
+from .ops import Kind
+from .projection import apply_log_side
+from .storage.memories import last_turn_before
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .store import Store
+
+BATCH = 256
+
+
+def ingest(store: "Store", lines: Iterable[str | bytes | dict], *, user: str, agent: str | None,
+           skip_bad: bool = False, progress: Callable[[dict], None] | None = None,
+           extract: bool = False, dry_run: bool = False) -> dict:
+    """See ``Memory.ingest`` (``user`` and ``agent`` already resolved)."""
+    if dry_run:
+        return dry_run_ingest(store, lines, user=user, skip_bad=skip_bad, extract=extract)
+    report: dict[str, Any] = {"ingested": 0, "duplicates": 0, "bad": [], "lines": 0}
+    if extract:  # the bead ids of the messages stored (and found stored) by this ingest
+        report["_beads"], report["_fresh"] = [], []
+    batch: list[dict] = []
+
+    def stop_at_bad_line(exc: InvalidInput) -> None:
+        store_batch(store, batch, user, report)
+        exc.message += (f" — {report['ingested']} message(s) before it were stored"
+                        + (f", {report['duplicates']} already known" if report["duplicates"] else ""))
+        exc.hint = "fix the line and re-run the same command: stored messages are not stored twice; or pass --skip-bad"
+
+    for msg in read_messages(lines, report, skip_bad=skip_bad, on_bad=stop_at_bad_line):
+        batch.append(msg)
+        if len(batch) >= BATCH:
+            store_batch(store, batch, user, report)
+            batch = []
+            if progress:
+                progress(report)
+    store_batch(store, batch, user, report)
+    if progress:
+        progress(report)
+    if extract:
+        extract_after_ingest(store, report, user=user, agent=agent)
+    return report
+
+
+def _unseen(store: "Store", batch: list[dict], user: str, report: dict) -> list[tuple[str | None, dict]]:
+    """The messages of ``batch`` not seen before (in the store, or earlier in this batch)."""
+    fresh, keys = [], set()
+    with store.log.bead_keys() as seen:  # one read of ingest's dedup keys (OpLog.bead_keys)
+        for msg in batch:
+            key = message_key(user, msg)  # None: nothing proves it was seen, so it is new
+            known = known_bead(seen, user, msg)
+            if key is not None and (key in keys or known):
+                report["duplicates"] += 1
+                if known and "_beads" in report:
+                    report["_beads"].append(known)
+                continue
+            keys.add(key)
+            fresh.append((key, msg))
+    return fresh
+
+
+def store_batch(store: "Store", batch: list[dict], user: str, report: dict) -> None:
+    """Store one batch of parsed messages: one log transaction, then one catch-up."""
+    fresh = _unseen(store, batch, user, report) if batch else []
+    if not fresh:
+        return
+    limit = store.config.max_memory_chars
+    texts = []
+    for _, msg in fresh:
+        body = msg["content"][:limit]
+        texts.append(f"{msg['speaker']}: {body}" if msg["speaker"] else body)
+    vecs = store.embed_docs(texts)
+    now = now_millis()
+    episodes: dict[str, tuple[int, str]] = {}
+    stored = 0
+    with store.write() as t:
+        for (key, msg), text, vec in zip(fresh, texts, vecs):
+            if key is not None and t.bead_for_key(key):  # another process stored it meanwhile
+                report["duplicates"] += 1
+                if "_beads" in report:
+                    report["_beads"].append(t.bead_for_key(key))
+                continue
+            bead_id = _store_turn(store, t, msg, key, text, user, now, episodes)
+            t.cache_vector(store.sql.model, text, vec.tobytes())
+            stored += 1
+            if "_beads" in report:
+                report["_beads"].append(bead_id)
+                report["_fresh"].append(bead_id)
+    store.catch_up()
+    report["ingested"] += stored
+
+
+def _store_turn(store: "Store", t: Any, msg: dict, key: str | None, text: str, user: str, now: int,
+                episodes: dict[str, tuple[int, str]]) -> str:
+    """Append the bead and the raw-turn memory of one message; returns the bead id."""
+    limit = store.config.max_memory_chars
+    ts = msg["ts"] if msg["ts"] is not None else now
+    bead = beads.bead_payload(
+        store, msg["content"], user=user, role=msg["role"], speaker=msg["speaker"], ts=ts,
+        thread=msg["thread"], source="ingest", turn_id=msg["id"], importance=0.5,
+        spans=None, meta=msg["meta"], key=key)
+    op = t.append(Kind.BEAD_ADD, {"bead": bead})
+    apply_log_side(t, op)
+    meta = {"kind": "turn", "role": msg["role"], "thread": bead["thread"],
+            "episode": episode(store, user, bead["thread"], ts, episodes)}
+    if msg["speaker"]:
+        meta["speaker"] = msg["speaker"]
+    if len(msg["content"]) > limit:
+        meta["truncated"] = True
+    t.append(Kind.MEMORY_ADD, {
+        "id": new_id("m", ts), "text": text, "type": "episode", "user": user,
+        "agent": None, "importance": 0.5, "ts": ts, "valid_from": None,
+        "valid_to": None, "source": "ingest", "meta": meta,
+        "provenance": [{"bead": bead["id"], "turn_id": msg["id"], "meta": msg["meta"]}],
+    })
+    return bead["id"]
+
+
+def episode(store: "Store", user: str, thread: str, ts: int, last: dict[str, tuple[int, str]]) -> str:
+    """The episode a turn belongs to (see the module docstring).  ``last`` carries the
+    previous turn of each thread through an ingest."""
+    prev = last.get(thread)
+    if prev is None or ts < prev[0]:
+        row = last_turn_before(store.sql, user, thread, ts)
+        prev = row if row and row[1] else None
+    gap = store.config.episode_gap_minutes * 60_000
+    name = prev[1] if prev and ts - prev[0] <= gap else iso(ts)
+    last[thread] = (ts, name)
+    return name
