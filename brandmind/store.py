@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable
 from . import replication, validate
 from .clock import now_millis
 from .config import Config
+from .embed import embedder_name, get_embedder
 from .errors import ModelMismatch, StoreCorrupt, StoreMissing
 from .opcheck import check as check_op
 from .oplog import BlobStore, OpLog
@@ -38,8 +39,6 @@ class Store:
 
     def __init__(self, config: Config, *, embedder: Any = None, create: bool = False,
                  check_model: bool = True, repair: bool = False) -> None:
-        from .embed import embedder_name
-
         self.config = config
         self.paths = paths = config.paths
         self._embedder = embedder
@@ -104,8 +103,6 @@ class Store:
     @property
     def embedder(self) -> Any:
         if self._embedder is None:
-            from .embed import get_embedder
-
             kind = self.config.embedder
             options: dict[str, Any] = {}
             if kind == "local":

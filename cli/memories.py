@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, List, Optional
+from typing import Annotated, Any, List, Optional
 
 import typer
 
@@ -221,36 +221,11 @@ def forget(
                          hint="bm forget ID, bm forget --match TEXT -u USER, or bm forget --wipe-user USER")
     with open_store() as mem:
         if memory_id is not None:
-            is_bead = memory_id.startswith("b_")
-            text = mem.get_bead(memory_id)["content"] if is_bead else mem.get(memory_id)["text"]
-            if not confirm(f"Forget {memory_id}: {text[:80]!r}?", yes):
-                raise typer.Exit(1)
-            result = mem.forget_many([], [memory_id]) if is_bead else mem.forget_many([memory_id])
+            result = _forget_one(mem, memory_id, yes)
         elif wipe_user is not None:
-            if not yes and not sys.stdin.isatty():
-                raise UsageError(f"refusing to forget all of user {wipe_user!r} without confirmation",
-                                 hint="add --yes to confirm")
-            counts = mem.admin.stats(user=wipe_user)["counts"]
-            if not confirm(f"Forget everything of user {wipe_user!r} ({counts['memories']} memories, {counts['beads']} beads)?", yes):
-                raise typer.Exit(1)
-            result = {"user": wipe_user, "forgotten": mem.forget_user(wipe_user)}
+            result = _forget_user(mem, wipe_user, yes)
         else:
-            found = mem.match(match or "", user=user)
-            turns = mem.match_beads(match or "", user=user)
-            if not found and not turns:
-                info(f"nothing matched {match!r} for user {mem.store.user(user)!r}: nothing forgotten")
-                result = {"forgotten": [], "beads": []}
-            else:
-                if not yes and not sys.stdin.isatty():
-                    raise UsageError(f"refusing to forget {len(found)} memories and {len(turns)} turns without confirmation",
-                                     hint="add --yes to confirm (bm recall shows what matches)")
-                if found and sys.stdin.isatty() and not yes:
-                    from .output import console
-
-                    console(stderr=True).print(memories_table(found))
-                if not confirm(f"Forget these {len(found)} memories and {len(turns)} turns?", yes):
-                    raise typer.Exit(1)
-                result = mem.forget_many([m["id"] for m in found], [b["id"] for b in turns])
+            result = _forget_matching(mem, match or "", user, yes)
         if "memories" in result:
             result = {"forgotten": result["memories"], "beads": result["beads"]}
     if wants_json(as_json):
@@ -259,6 +234,46 @@ def forget(
         info(f"forgot {json.dumps(result['forgotten'])}")
     elif result["forgotten"] or result["beads"]:
         info(f"forgot {len(result['forgotten'])} memories and {len(result['beads'])} turns")
+
+
+def _forget_one(mem: Any, memory_id: str, yes: bool) -> dict:
+    is_bead = memory_id.startswith("b_")
+    text = mem.get_bead(memory_id)["content"] if is_bead else mem.get(memory_id)["text"]
+    if not confirm(f"Forget {memory_id}: {text[:80]!r}?", yes):
+        raise typer.Exit(1)
+    return mem.forget_many([], [memory_id]) if is_bead else mem.forget_many([memory_id])
+
+
+def _forget_user(mem: Any, wipe_user: str, yes: bool) -> dict:
+    from brandmind.errors import UsageError
+
+    if not yes and not sys.stdin.isatty():
+        raise UsageError(f"refusing to forget all of user {wipe_user!r} without confirmation",
+                         hint="add --yes to confirm")
+    counts = mem.admin.stats(user=wipe_user)["counts"]
+    if not confirm(f"Forget everything of user {wipe_user!r} ({counts['memories']} memories, {counts['beads']} beads)?", yes):
+        raise typer.Exit(1)
+    return {"user": wipe_user, "forgotten": mem.forget_user(wipe_user)}
+
+
+def _forget_matching(mem: Any, match: str, user: Optional[str], yes: bool) -> dict:
+    from brandmind.errors import UsageError
+
+    found = mem.match(match, user=user)
+    turns = mem.match_beads(match, user=user)
+    if not found and not turns:
+        info(f"nothing matched {match!r} for user {mem.store.user(user)!r}: nothing forgotten")
+        return {"forgotten": [], "beads": []}
+    if not yes and not sys.stdin.isatty():
+        raise UsageError(f"refusing to forget {len(found)} memories and {len(turns)} turns without confirmation",
+                         hint="add --yes to confirm (bm recall shows what matches)")
+    if found and sys.stdin.isatty() and not yes:
+        from .output import console
+
+        console(stderr=True).print(memories_table(found))
+    if not confirm(f"Forget these {len(found)} memories and {len(turns)} turns?", yes):
+        raise typer.Exit(1)
+    return mem.forget_many([m["id"] for m in found], [b["id"] for b in turns])
 
 
 memories_app = typer.Typer(help="List and show stored memories.", no_args_is_help=True)
