@@ -137,9 +137,7 @@ def test_api_write_over_the_limit_is_refused_with_how_far_over():
 
 
 def _hold(mem, user: str, handle: str) -> bool:
-    from brandmind import personas
-
-    personas.assign(mem, user, handle)
+    mem.personas.assign(user, handle)
     return True
 
 
@@ -436,14 +434,13 @@ def test_agent_persona_is_read_only_to_agents_but_the_user_can_set_it(bm):
 
 
 def test_persona_block_is_shared_guarded_and_only_for_holders(bm):
-    from brandmind import personas
     from brandmind.errors import InvalidInput
 
     label = "qsr_real_estate_service_experience"
     with open_memory() as mem:
         mem.blocks.set("human", "User name: Annabel Whitfield. Lives in Dallas.", user="ann")
-        personas.assign(mem, "ann", "qsr_real_estate")
-        personas.assign(mem, "bob", "qsr_real_estate")
+        mem.personas.assign("ann", "qsr_real_estate")
+        mem.personas.assign("bob", "qsr_real_estate")
         assert mem.blocks.get(label)["exists"] is True and mem.blocks.get(label)["value"] == ""
         mem.blocks.append(label, "Users start with site selection, then cannibalisation.", user="ann", agent="a1")
         mem.blocks.append(label, "Trade areas matter most.", user="bob")
@@ -479,10 +476,8 @@ def test_context_shows_a_block_edit_next_time(bm):
 
 # -- rebuild and forget -------------------------------------------------------------------------------------
 def test_rebuild_reproduces_every_block_table():
-    from brandmind import personas
-
     with open_memory() as mem:
-        personas.assign(mem, "ann", "qsr_real_estate")
+        mem.personas.assign("ann", "qsr_real_estate")
         mem.blocks.set("human", "Prefers tables.", user="ann")
         mem.blocks.append("human", "Has a dog.", user="ann", agent="a1")
         mem.blocks.define("notes", limit=100, description="d1", user="ann")
@@ -504,12 +499,10 @@ def test_rebuild_reproduces_every_block_table():
 
 
 def test_forget_user_removes_their_blocks_and_anonymises_their_shared_edits(bm):
-    from brandmind import personas
-
     label = "qsr_real_estate_service_experience"
     with open_memory() as mem:
-        personas.assign(mem, "ann", "qsr_real_estate")
-        personas.assign(mem, "bob", "qsr_real_estate")
+        mem.personas.assign("ann", "qsr_real_estate")
+        mem.personas.assign("bob", "qsr_real_estate")
         mem.blocks.set("human", "Secretive Zebra fact about ann", user="ann")
         mem.blocks.set("project_notes", "Ann agent note Quokka", user="ann", agent="a1")
         mem.blocks.append(label, "Lesson from ann's session.", user="ann", agent="a1")

@@ -259,7 +259,7 @@ def test_a_pets_name_in_the_writers_human_block_is_refused_in_a_shared_block(sto
     note = "Users with a dog like Biscuit prefer morning walks"
     with Memory() as mem:
         mem.blocks.set("human", human, user="ann")
-        mem.persona_record("ann", "tobacco_consumer_insights", 1.0)
+        mem.personas.assign("ann", "tobacco_consumer_insights", 1.0)
         with pytest.raises(InvalidInput) as err:
             mem.blocks.append(LABEL, note, user="ann")
         assert "Biscuit" in err.value.message
