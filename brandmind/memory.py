@@ -3,40 +3,39 @@
 It owns the op log (LMDB), the SQLite projection, the blob store and the
 embedder.  Every write appends ops first, then applies them to SQLite (see
 projection.py); every read goes to the projections.
+
+The facade loads the sub-APIs and the write-side features (ingest, extract, context,
+forget, the workspace) when first used (``# lazy:`` imports, the one place the library
+defers its own modules): a cold ``bm recall`` then loads only the store and the query path.
 """
 from __future__ import annotations
 
 import os
 from functools import cached_property
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from . import beads, ingesting, validate
-from . import consolidate as consolidation
+from . import beads, validate
 from . import query as query_mod
-from .admin import Admin
-from .blocks import Blocks
 from .clock import new_id, now_millis, parse_time
 from .config import Config
-from .context import build_context
 from .errors import BMError, NotFound, UsageError
-from .extract import Turn
-from .extract.run import as_turns, extract_turns
-from .facts import Facts
-from .forgetting import forget_ids, forget_user_ops
-from .graph import Graph
 from .oplog import OpLog
 from .ops import Kind
-from .personas import Personas
-from .privacy import gather_private_terms
 from .recall import Searcher
 from .storage.search import Filters, keyword_query
-from .skills import Skills
 from .sqlstore import SQLStore
 from .storage import memories
 from .storage.forget import match_memories
 from .storage.memories import memory_out
 from .store import Store
-from .workspace import Workspace, forget_user_files
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .admin import Admin
+    from .blocks import Blocks
+    from .facts import Facts
+    from .graph import Graph
+    from .personas import Personas
+    from .skills import Skills
 
 
 
@@ -98,6 +97,7 @@ class Memory:
     @cached_property
     def admin(self) -> Admin:
         """rebuild, reindex, stats, users, doctor (brandmind/admin.py)."""
+        from .admin import Admin  # lazy: loaded by the calls that need it, not by every cold `bm recall`
         return Admin(self.store)
 
     @cached_property
@@ -105,6 +105,8 @@ class Memory:
         """Core memory blocks: list, get, set, append, replace, define, core, shared ...
         (brandmind/blocks.py); shared-block writes are PII-guarded with the writer's
         private terms (brandmind/privacy.py)."""
+        from .blocks import Blocks  # lazy: loaded by the calls that need it, not by every cold `bm recall`
+        from .privacy import gather_private_terms
         return Blocks(self.store, private_terms=lambda user: gather_private_terms(self.store, user))
 
     @cached_property
@@ -112,23 +114,27 @@ class Memory:
         """Persona cohorts, who holds them, detection and the agents' persona documents:
         available, get, define, assign, unassign, held, holders, detect, doc, put_doc ...
         (brandmind/personas.py)."""
+        from .personas import Personas  # lazy: loaded by the calls that need it, not by every cold `bm recall`
         return Personas(self.store)
 
     @cached_property
     def skills(self) -> Skills:
         """Skills (procedural memory): add, list, get, remove, match, import_dir
         (brandmind/skills.py)."""
+        from .skills import Skills  # lazy: loaded by the calls that need it, not by every cold `bm recall`
         return Skills(self.store)
 
     @cached_property
     def graph(self) -> Graph:
         """The knowledge graph: add_node, node, add_edge, find_node, list_nodes, remove_node,
         merge_nodes, link (typed links between memories), neighbors (brandmind/graph.py)."""
+        from .graph import Graph  # lazy: loaded by the calls that need it, not by every cold `bm recall`
         return Graph(self.store)
 
     @cached_property
     def facts(self) -> Facts:
         """Bi-temporal facts: add, add_many (with reconciliation), history (brandmind/facts.py)."""
+        from .facts import Facts  # lazy: loaded by the calls that need it, not by every cold `bm recall`
         return Facts(self.store)
 
     def receive_ops(self, ops: Iterable[dict], *, now_ms: int | None = None, apply: bool = True) -> dict:
@@ -158,6 +164,9 @@ class Memory:
             t.cache_vector(self.sql.model, text, vec.tobytes())
         self.store.catch_up()
         if extract:
+            from .extract import Turn  # lazy: only `remember --extract` needs the extractors
+            from .extract.run import extract_turns
+
             try:
                 report = extract_turns(self.store, [Turn(text, None, payload["ts"], None, payload["user"])],
                                        user=payload["user"], agent=payload["agent"],
@@ -181,6 +190,7 @@ class Memory:
         "contradicted"}, "llm": {"calls", "tokens", "capped"}, "skipped_turns", "bad_chunks",
         "bad_facts"}``.  ``dry_run`` stores nothing and calls no LLM: ``llm`` is the estimate
         and, for the rules, ``would_extract`` lists the facts.  See brandmind/extract/run.py."""
+        from .extract.run import as_turns, extract_turns  # lazy: loaded by the calls that need it, not by every cold `bm recall`
         user = self.store.user(user)
         agent = validate.name(agent, what="agent") if agent is not None else None
         default_ts = parse_time(ts, field="ts") if ts is not None else now_millis()
@@ -240,6 +250,7 @@ class Memory:
         tokenizer), never above ``budget * (1 - margin)``.  ``format="json"``: ``text`` is
         the sections as compact JSON.  See brandmind/context.py for how the set is chosen.
         """
+        from .context import build_context  # lazy: loaded by the calls that need it, not by every cold `bm recall`
         return build_context(self.store, query, budget=budget, user=user, agent=agent, now=now,
                              as_of=as_of, format=format, recent=recent, margin=margin, thread=thread)
 
@@ -250,6 +261,7 @@ class Memory:
         ops; raw turns are left alone unless ``include_turns``.  Returns ``{"user",
         "threshold", "dry_run", "groups": [{"kept", "merged", "texts"}], "merged"}``;
         ``dry_run`` stores nothing.  See brandmind/consolidate.py."""
+        from . import consolidate as consolidation  # lazy: loaded by the calls that need it, not by every cold `bm recall`
         return consolidation.consolidate(self.store, user=user, threshold=threshold, dry_run=dry_run,
                                          include_turns=include_turns)
 
@@ -257,11 +269,13 @@ class Memory:
     def workspace(self, user: str | None = None) -> Any:
         """The user's workspace (``ls``, ``cat``, ``write``, ``append``, ``rm``, ``mv``,
         ``find``, ``index``); notes and profile files are indexed for recall."""
+        from .workspace import Workspace  # lazy: loaded by the calls that need it, not by every cold `bm recall`
         return Workspace(self.store, user)
 
     # -- forgetting -----------------------------------------------------------
     def forget(self, memory_id: str) -> dict:
         """Forget a memory and the turns it came from (brandmind/forgetting.py)."""
+        from .forgetting import forget_ids  # lazy: loaded by the calls that need it, not by every cold `bm recall`
         item = self.get(memory_id)
         forget_ids(self.store, [memory_id])
         return item
@@ -269,6 +283,8 @@ class Memory:
     def forget_user(self, user: str) -> dict:
         """Forget everything of one user: memories, beads, graph nodes, core blocks (their
         edits of shared persona blocks stay, without their name: see brandmind/blocks.py)."""
+        from .forgetting import forget_user_ops  # lazy: loaded by the calls that need it, not by every cold `bm recall`
+        from .workspace import forget_user_files
         user = validate.name(user, what="user")
         counts = self.admin.stats(user=user)["counts"]
         forget_user_ops(self.store, user)
@@ -290,6 +306,7 @@ class Memory:
     def forget_many(self, ids: list[str], bead_ids: Iterable[str] = ()) -> dict:
         """Forget memories (ids) and beads, with the turns and memories they came from or
         gave (brandmind/forgetting.py): ``{"memories": [ids], "beads": [ids]}``."""
+        from .forgetting import forget_ids  # lazy: loaded by the calls that need it, not by every cold `bm recall`
         for memory_id in ids:
             self.get(memory_id)
         bead_ids = list(bead_ids)
@@ -352,6 +369,7 @@ class Memory:
         ``dry_run`` stores nothing and calls no LLM: it reports what would be ingested and,
         with ``extract``, the estimated LLM calls and tokens (rules: the facts found).
         """
+        from . import ingesting  # lazy: loaded by the calls that need it, not by every cold `bm recall`
         return ingesting.ingest(self.store, lines, user=self.store.user(user),
                                 agent=validate.name(agent, what="agent") if agent is not None else None,
                                 skip_bad=skip_bad, progress=progress, extract=extract, dry_run=dry_run)

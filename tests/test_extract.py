@@ -4,12 +4,12 @@ the wiring into remember / ingest / extract (CLI and API)."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from brandmind.clock import iso, parse_time
-from brandmind.extract import Extractor, Fact, Turn, get_extractor
+from brandmind.extract import Extractor, Fact, Turn
+from brandmind.extract.choose import get_extractor
 from brandmind.extract.dates import find_date
 from brandmind.extract.rules import RulesExtractor
 

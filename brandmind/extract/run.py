@@ -41,7 +41,8 @@ from ..errors import BMError, InvalidInput
 from ..facts import Facts
 from ..ingest import known_bead, message_key, read_messages
 from ..storage.extract import beads_with_facts
-from . import Fact, Turn, get_extractor, person_turns
+from . import Fact, Turn, person_turns
+from .choose import get_extractor
 from .llm import LLMArbiter
 
 if TYPE_CHECKING:  # pragma: no cover
