@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from . import beads
 from .clock import iso, new_id, now_millis
 from .errors import InvalidInput
-from .extract.run import dry_run_ingest, extract_after_ingest
 from .ingest import known_bead, message_key, read_messages
 from .ops import Kind
 from .projection import apply_log_side
@@ -27,12 +26,12 @@ if TYPE_CHECKING:  # pragma: no cover
 BATCH = 256
 
 
-def ingest(store: "Store", lines: Iterable[str | bytes | dict], *, user: str, agent: str | None,
+def ingest(store: "Store", lines: Iterable[str | bytes | dict], *, user: str,
            skip_bad: bool = False, progress: Callable[[dict], None] | None = None,
-           extract: bool = False, dry_run: bool = False) -> dict:
-    """See ``Memory.ingest`` (``user`` and ``agent`` already resolved)."""
-    if dry_run:
-        return dry_run_ingest(store, lines, user=user, skip_bad=skip_bad, extract=extract)
+           extract: bool = False) -> dict:
+    """See ``Memory.ingest`` (``user`` already resolved).  With ``extract`` the
+    report also lists the bead ids stored or found (``_beads``, ``_fresh``) for the extraction
+    that follows (brandmind/extract/run.py ``extract_after_ingest``)."""
     report: dict[str, Any] = {"ingested": 0, "duplicates": 0, "bad": [], "lines": 0}
     if extract:  # the bead ids of the messages stored (and found stored) by this ingest
         report["_beads"], report["_fresh"] = [], []
@@ -54,8 +53,6 @@ def ingest(store: "Store", lines: Iterable[str | bytes | dict], *, user: str, ag
     store_batch(store, batch, user, report)
     if progress:
         progress(report)
-    if extract:
-        extract_after_ingest(store, report, user=user, agent=agent)
     return report
 
 

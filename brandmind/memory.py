@@ -370,7 +370,17 @@ class Memory:
         with ``extract``, the estimated LLM calls and tokens (rules: the facts found).
         """
         from . import ingesting  # lazy: loaded by the calls that need it, not by every cold `bm recall`
-        return ingesting.ingest(self.store, lines, user=self.store.user(user),
-                                agent=validate.name(agent, what="agent") if agent is not None else None,
-                                skip_bad=skip_bad, progress=progress, extract=extract, dry_run=dry_run)
+        user = self.store.user(user)
+        agent = validate.name(agent, what="agent") if agent is not None else None
+        if dry_run:
+            from .extract.run import dry_run_ingest  # lazy: only dry runs and extraction need it
+
+            return dry_run_ingest(self.store, lines, user=user, skip_bad=skip_bad, extract=extract)
+        report = ingesting.ingest(self.store, lines, user=user, skip_bad=skip_bad,
+                                  progress=progress, extract=extract)
+        if extract:
+            from .extract.run import extract_after_ingest  # lazy: only extraction needs it
+
+            extract_after_ingest(self.store, report, user=user, agent=agent)
+        return report
 
