@@ -53,7 +53,7 @@ Shared persona blocks and the PII guard
 ---------------------------------------
 Only a user holding the persona (``Personas.held``; read here through ``storage.personas``)
 may write its block.  Every write is scanned by ``brandmind.pii.scan`` with the writer's private terms
-(``private_terms``, given to :class:`Blocks`: Memory passes ``pii.private_terms_for``;
+(``private_terms``, given to :class:`Blocks`: Memory passes ``privacy.gather_private_terms``;
 without it only the built-in patterns are scanned for); hits in the text being added are refused with their spans
 listed, or, with ``redact=True``, replaced by ``[REDACTED:<kind>]`` and reported.
 
@@ -211,7 +211,7 @@ class Blocks:
     """The core memory blocks of one store (``mem.blocks``); see the module docstring.
 
     ``private_terms(user)``: the names and places of ``user``'s private content, for the PII
-    guard of shared persona blocks (Memory passes ``pii.private_terms_for``); without it the
+    guard of shared persona blocks (Memory passes ``privacy.gather_private_terms``); without it the
     guard scans for the built-in kinds only."""
 
     def __init__(self, store: "Store", *, private_terms: Callable[[str], Any] | None = None) -> None:

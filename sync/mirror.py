@@ -21,7 +21,7 @@ touches, never from the op payload, so a re-sent or late op cannot resurrect any
     - current and already mirrored                        -> nothing (a memory's text, triple
       and start never change; confirmations and provenance are not graph data)
 * ``kg.edge`` / ``kg.edge.retire`` -> the edge row now, by the same rules, when it joins two
-  graph nodes and is not the edge of a structured fact (``add_fact`` writes a memory AND an
+  graph nodes and is not the edge of a structured fact (``Facts.add`` writes a memory AND an
   edge subject -predicate-> object with the memory as sole evidence: the memory is mirrored,
   its edge would be a duplicate).  Typed links between memories (``contradicts``, ...) are
   not mirrored.

@@ -16,7 +16,7 @@ def normalize_predicate(value: str) -> str:
     "lives_in" are all ``lives_in`` (NFKC, camelCase split, case-folded, every run of spaces,
     hyphens and underscores one ``_``, none at the ends).  Never raises; what is left may
     still be invalid ("lives in!": see :func:`brandmind.facts.predicate_name`).  Every way a fact or edge
-    enters uses it (store_facts, ``bm facts add``, ``bm kg link``, both extractors), the projection
+    enters uses it (Facts.add, ``bm facts add``, ``bm kg link``, both extractors), the projection
     applies it to every ``memory.add`` / ``kg.edge`` op (ops from older peers, imports, ``bm rebuild``),
     and reconciliation compares stored predicates through it (rows projected before it)."""
     if not isinstance(value, str):
