@@ -40,10 +40,15 @@ class Store:
     def __init__(self, config: Config, *, embedder: Any = None, create: bool = False,
                  check_model: bool = True, repair: bool = False) -> None:
         self.config = config
-        self.paths = paths = config.paths
+        self.paths = config.paths
         self._embedder = embedder
         self.embedder_name = embedder.name if embedder is not None else embedder_name(
             config.embedder, ollama_model=config.ollama_model, local_variant=config.local_variant)
+        self._open(create=create, check_model=check_model, repair=repair)
+
+    def _open(self, *, create: bool, check_model: bool, repair: bool) -> None:
+        """Open the log, the blobs and the index (and bring the index up to date)."""
+        paths = self.paths
         if not create and not (paths.lmdb_dir / "data.mdb").exists():
             raise StoreMissing(f"no bm store at {paths.data_dir}",
                                hint="run `bm init` first (or point BM_HOME at an existing store)")
@@ -82,7 +87,7 @@ class Store:
 
     def reopen(self, *, check_model: bool = True) -> None:
         """Open the files again after ``close()`` (a snapshot was installed under the store)."""
-        self.__init__(self.config, embedder=self._embedder, check_model=check_model)  # type: ignore[misc]
+        self._open(create=False, check_model=check_model, repair=False)
 
     def swap_index(self, sql: SQLStore, embedder_name: str | None = None) -> None:
         """Use ``sql`` as the projection from now on (a rebuilt or re-embedded index)."""
