@@ -9,7 +9,7 @@ of each kind are in the ops.py docstring and brandmind/merge.py).  The rows: bra
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import blockrules, converge, merge, personarules, skillrules
 from .extract.predicates import normalize_predicate
@@ -37,20 +37,28 @@ def forget_redacted(sql: "SQLStore", op: dict, hk: str, vector_for: VectorFor) -
 
 
 # -- memories ----------------------------------------------------------------------------------------
+def _settled(sql: "SQLStore", p: dict, hk: str, kill: Callable[..., Any],
+             read_hlc: Callable[..., Any], write_hlc: Callable[..., Any]) -> bool:
+    """Whether the add of element ``p["id"]`` (a memory or a graph node) is decided without
+    inserting it: the id is tombstoned; or the add is stamped before its user's latest forget
+    (the id is killed); or the element exists (another add of the id keeps the earliest HLC)."""
+    if converge.dead(sql, p["id"]):
+        return True
+    if merge.forgotten_before(hk, converge.forgotten_at(sql, p["user"])):  # stamped before its user was forgotten
+        kill(sql, p["id"])
+        return True
+    here, known = read_hlc(sql, p["id"])
+    if here and merge.earlier_add(known, hk):
+        write_hlc(sql, p["id"], hk)
+    return bool(here)
+
+
 def memory_add(sql: "SQLStore", op: dict, hk: str, vector_for: VectorFor) -> None:
     """Ignored when the id is tombstoned; stamped before its user's latest forget, it kills
     the id.  Another add of the id (an import on two replicas) keeps the earliest HLC.  Ops
     aimed at it that came first are replayed."""
     p = op["payload"]
-    if converge.dead(sql, p["id"]):
-        return
-    if merge.forgotten_before(hk, converge.forgotten_at(sql, p["user"])):  # stamped before its user was forgotten
-        converge.kill_memory(sql, p["id"])
-        return
-    here, known = rows.memory_hlc(sql, p["id"])
-    if here:
-        if merge.earlier_add(known, hk):
-            rows.set_memory_hlc(sql, p["id"], hk)
+    if _settled(sql, p, hk, converge.kill_memory, rows.memory_hlc, rows.set_memory_hlc):
         return
     if p.get("predicate") is not None:  # one spelling ("lives in" = lives_in), also for old ops
         p = {**p, "predicate": normalize_predicate(p["predicate"])}
@@ -137,17 +145,8 @@ def kg_node(sql: "SQLStore", op: dict, hk: str, vector_for: VectorFor) -> None:
     """Stamped before its user's latest forget, the node id is dead; another add of the id
     keeps the earliest HLC."""
     p = op["payload"]
-    if converge.dead(sql, p["id"]):
-        return
-    if merge.forgotten_before(hk, converge.forgotten_at(sql, p["user"])):
-        converge.kill_node(sql, p["id"])
-        return
-    here, known = rows.node_hlc(sql, p["id"])
-    if here:
-        if merge.earlier_add(known, hk):
-            rows.set_node_hlc(sql, p["id"], hk)
-        return
-    rows.insert_node(sql, p, hk)
+    if not _settled(sql, p, hk, converge.kill_node, rows.node_hlc, rows.set_node_hlc):
+        rows.insert_node(sql, p, hk)
 
 
 def kg_edge(sql: "SQLStore", op: dict, hk: str, vector_for: VectorFor) -> None:
