@@ -91,6 +91,9 @@ app.add_typer(sync_cmd.sync_app, name="sync")
 from . import daemon as daemon_cmd  # noqa: E402
 
 app.add_typer(daemon_cmd.daemon_app, name="daemon")
+from . import hooks as hooks_cmd  # noqa: E402
+
+app.add_typer(hooks_cmd.hooks_app, name="hooks")
 
 
 def main(argv: list[str] | None = None) -> int:
