@@ -59,6 +59,8 @@ def _version(value: bool) -> None:
 def root(
     home: Annotated[Optional[str], typer.Option("--home", help="Store directory (same as BM_HOME).", envvar=None)] = None,
     version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+    wait: Annotated[bool, typer.Option("--wait", help="With a daemon running: return only once this write's "
+                                        "vectors exist (BM_WAIT=1 for every command); without one, writes always do.")] = False,
 ) -> None:
     if home:
         os.environ["BM_HOME"] = home
@@ -91,9 +93,16 @@ app.add_typer(sync_cmd.sync_app, name="sync")
 from . import daemon as daemon_cmd  # noqa: E402
 
 app.add_typer(daemon_cmd.daemon_app, name="daemon")
+from . import queue as queue_cmd  # noqa: E402  (the backlog: brandmind/backlog.py)
+
+app.add_typer(queue_cmd.queue_app, name="queue")
 from . import hooks as hooks_cmd  # noqa: E402
 
 app.add_typer(hooks_cmd.hooks_app, name="hooks")
+from . import mcp as mcp_cmd  # noqa: E402
+
+app.add_typer(mcp_cmd.mcp_app, name="mcp")
+app.add_typer(mcp_cmd.tools_app, name="tools")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
 
     click = _click()
 
-    command = _command()
+    command = build_command()
     code = 0
     try:
         result = command.main(args=argv, prog_name="bm", standalone_mode=False)
@@ -137,8 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         code = 1
     except BrokenPipeError:
         # the reader went away (e.g. `bm recall ... | head -1`): not an error
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _silence_stdout()
         code = 0
     except OSError as exc:  # the system refused (no space, no permission, a bad path): one line
         where = f": {exc.filename}" if exc.filename and len(str(exc.filename)) <= 200 else ""
@@ -147,17 +155,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sys.stdout.flush()
     except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _silence_stdout()
     if argv is None:
         sys.exit(code)
     return code
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null (its reader is gone), where it has a file descriptor."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):  # a daemon request's stream (cli/serve.py)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+
+
 _COMMAND = None
 
 
-def _command():
+def build_command():
     """The click command tree, built once per process (building it costs ~40 ms, which a
     process calling main() more than once, e.g. the tests, would otherwise pay each time)."""
     global _COMMAND
@@ -265,7 +282,8 @@ def _click():  # typer >= 0.26 vendors click as typer._click
 
 # packages (and bm's own modules, by file name) whose failing import means this extra is incomplete
 _EXTRAS = {"graphiti_core": "graphiti", "falkordb": "graphiti", "graphiti": "graphiti",
-           "zep_cloud": "zep", "zep": "zep", "ollama": "ollama"}
+           "zep_cloud": "zep", "zep": "zep", "ollama": "ollama",
+           "mcp": "mcp", "mcp_types": "mcp", "mcpserver": "mcp"}
 
 
 def _missing_package(exc: ImportError) -> tuple[str, str]:
