@@ -17,9 +17,9 @@ enforces it, docs/ARCHITECTURE.md says where each kind of change goes)::
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from .errors import BMError
+
+TYPE_CHECKING = False  # not `typing`: importing it costs a cold `bm` call (cli/client.py) ~6 ms
 
 __version__ = "0.1.0"
 __all__ = ["Memory", "BMError", "__version__"]
@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .memory import Memory
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "Memory":
         from .memory import Memory
 

@@ -50,6 +50,14 @@ class Memory:
         self.store = Store(config or Config.load(home), embedder=embedder, create=create,
                            check_model=check_model, repair=repair)
 
+    @classmethod
+    def over(cls, store: Store) -> "Memory":
+        """A Memory on a Store that is already open (the daemon's resident store); closing
+        it closes that store."""
+        mem = cls.__new__(cls)
+        mem.store = store
+        return mem
+
     # -- the store's parts (brandmind/store.py) -------------------------------------
     @property
     def config(self) -> Config:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -70,6 +71,32 @@ TypeOpt = Annotated[str, option("--type", "-t", check=by("brandmind.validate:mem
                                 help="fact, preference, decision, insight, question, concept or episode.")]
 
 
+class _Resident(threading.local):
+    """Set by the daemon (cli/serve.py) in the thread running a command: the resident Memory."""
+    mem: Any = None
+
+
+resident = _Resident()
+
+
+class RunLocally(Exception):
+    """Raised in the daemon by a command it cannot run there (one that opens the store in
+    its own way: repair, another model); the client then runs it in its own process."""
+
+
+class _Kept:
+    """The resident Memory for a ``with`` block; leaving the block keeps it open."""
+
+    def __init__(self, mem: Any) -> None:
+        self.mem = mem
+
+    def __enter__(self) -> Any:
+        return self.mem
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
 NO_STORE_HINT = ("nothing is stored there yet: `bm remember TEXT`, `bm ingest FILE` or `bm init` creates it; "
                  "or point BM_HOME / --home at an existing store")
 
@@ -80,6 +107,10 @@ def open_store(*, if_missing: str = "error", **kwargs: Any) -> Any:
     ``if_missing="empty"`` (searches and listings: recall, context, lists) the answer of an
     empty store, with a note on stderr, so that an agent loop's first `bm context` works
     and a mistyped BM_HOME still shows."""
+    if resident.mem is not None:
+        if kwargs:
+            raise RunLocally(f"opens the store with {', '.join(sorted(kwargs))}")
+        return _Kept(resident.mem)
     from brandmind.errors import StoreMissing
     from brandmind.memory import Memory
 
@@ -122,6 +153,11 @@ def store_for_writing(**kwargs: Any) -> Iterator[Any]:
     """The store, for a command that writes: created on first write (as `bm init` would).
     A store this command created and left empty (it failed, or was a dry run) is removed
     again, so only a write that happened leaves a store behind."""
+    if resident.mem is not None:
+        if kwargs:
+            raise RunLocally(f"opens the store with {', '.join(sorted(kwargs))}")
+        yield resident.mem
+        return
     import shutil
 
     from brandmind.config import Config

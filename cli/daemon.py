@@ -43,7 +43,9 @@ def run(
     """
     from brandmind.sync import daemon
 
-    code = daemon.run(to_stderr=not detached)
+    from .resident import start_services
+
+    code = daemon.run(to_stderr=not detached, services=start_services)
     if code:
         raise typer.Exit(code)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from typing import Any, Iterable
 
 
@@ -34,10 +35,39 @@ def emit(obj: Any, *, as_json: bool, jsonl: bool, table: Any = None) -> None:
         console().print(table(obj))
 
 
+class _Terminal(threading.local):
+    """The client's terminal, for a command the daemon runs for it (cli/serve.py): tables get
+    its width and colours, not the daemon's."""
+    env: dict | None = None
+    columns: int | None = None
+
+    def set(self, env: dict, columns: int | None) -> None:
+        self.env, self.columns = dict(env), columns
+
+    def clear(self) -> None:
+        self.env = self.columns = None
+
+    def options(self) -> dict:
+        env = self.env
+        if env is None:
+            return {}
+        term = env.get("TERM", "")
+        if "NO_COLOR" in env or term in ("", "dumb"):
+            colors = None
+        elif env.get("COLORTERM") in ("truecolor", "24bit"):
+            colors = "truecolor"
+        else:
+            colors = "256" if "256" in term else "standard"
+        return {"width": self.columns or int(env.get("COLUMNS") or 80), "color_system": colors}
+
+
+terminal = _Terminal()
+
+
 def console(stderr: bool = False) -> Any:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False)
+    return Console(stderr=stderr, highlight=False, **terminal.options())
 
 
 def info(message: str) -> None:

@@ -213,10 +213,12 @@ class Daemon:
     def __init__(self, mem: Any, *, remotes: Any = None, sync: Callable[..., dict] | None = None,
                  clock: Callable[[], float] = clock, poll: float = POLL_SECONDS,
                  grace: float = STOP_GRACE, state_file: Path | None = None,
-                 reopen: Callable[[], Any] | None = None) -> None:
+                 reopen: Callable[[], Any] | None = None, guard: Any = None) -> None:
         cfg = mem.config
         self.mem = mem
         self.reopen = reopen  # opens the store again (None: never)
+        # held while this loop uses the store: the socket server and the worker take it too
+        self.guard = guard if guard is not None else threading.RLock()
         self._store_sig = store_signature(cfg.paths)
         self.remotes = remotes if remotes is not None else ConfiguredRemotes(mem)
         self._sync = sync
@@ -347,9 +349,10 @@ class Daemon:
         errors: list[str] = []
         report: dict = {}
         try:
-            if pull and not self._fake_sync:
-                _bootstrap_if_empty(self.mem, remote)
-            report = self._sync_once()(store_of(self.mem), remote, push=push, pull=pull) or {}
+            with self.guard:  # a step is short next to the intervals; commands wait for it
+                if pull and not self._fake_sync:
+                    _bootstrap_if_empty(self.mem, remote)
+                report = self._sync_once()(store_of(self.mem), remote, push=push, pull=pull) or {}
             errors = [_error_text(e) for e in (report.get("errors") or [])]
         except BMError as exc:
             errors = [_short(exc)]
@@ -394,7 +397,9 @@ class Daemon:
             except BlockingIOError:
                 pass
 
-    def _maybe_reopen(self) -> None:
+    def maybe_reopen(self) -> None:
+        """Open the store again if `bm rebuild` replaced its index or `bm config set` changed
+        its config (two stats).  Call it holding ``guard``."""
         if self.reopen is None:
             return
         sig = store_signature(self.mem.config.paths)
@@ -421,7 +426,8 @@ class Daemon:
 
     def run_once(self) -> float:
         """Run every due step; returns how long to sleep before the next look."""
-        self._maybe_reopen()
+        with self.guard:
+            self.maybe_reopen()
         remotes = self.remotes.current()
         names = {getattr(r, "name", None) or repr(r) for r in remotes}
         for gone in set(self.schedules) - names:
@@ -469,13 +475,17 @@ class Daemon:
 
 
 def run(store: Any = None, *, remotes: Any = None, to_stderr: bool = True, sync: Any = None,
-        poll: float = POLL_SECONDS, grace: float = STOP_GRACE) -> int:
+        poll: float = POLL_SECONDS, grace: float = STOP_GRACE,
+        services: Callable[["Daemon"], Callable[[], None]] | None = None) -> int:
     """Run the daemon for a store (a home directory, or None for the configured one) in
     this process until SIGTERM/SIGINT; returns the exit code.
 
     Takes the store lock first (:class:`DaemonRunning` if another daemon has it), then
     opens the store.  ``remotes``: an object with ``current()`` or a list of remotes
-    (default: the configured remotes; none configured is an error)."""
+    (default: the configured remotes, read again when remotes.toml changes: with none the
+    loop only watches, and syncing starts when one is added).  ``services(daemon)`` starts
+    what else the process does (the socket server and the worker, ``cli/daemon.py``) and
+    returns the function that stops it."""
     from brandmind.config import Config
     from brandmind.errors import StoreMissing
     from brandmind.store import Store
@@ -494,23 +504,25 @@ def run(store: Any = None, *, remotes: Any = None, to_stderr: bool = True, sync:
         setup_logging(paths, to_stderr=to_stderr)
         mem = Store(cfg)
         daemon = None
+        stop_services: Callable[[], None] | None = None
         try:
             if isinstance(remotes, (list, tuple)):
                 fixed = list(remotes)
                 remotes = type("FixedRemotes", (), {"current": lambda self: fixed})()
             source = remotes if remotes is not None else ConfiguredRemotes(mem)
-            if not source.current():
-                raise DaemonError("no sync remote is configured for this store",
-                                  hint="add one first: `bm remote add s3 --bucket BUCKET`")
+            source.current()  # a broken remotes file stops the start, with its error
             daemon = Daemon(mem, remotes=source, sync=sync, poll=poll, grace=grace,
                             reopen=lambda: Store(load()))
             daemon.install_signal_handlers()
+            if services is not None:
+                stop_services = services(daemon)
             return daemon.run()
         finally:
+            if stop_services is not None:
+                stop_services()
             current = daemon.mem if daemon is not None else mem
             if current is not None:
-                current.close()
+                with daemon.guard if daemon is not None else threading.RLock():
+                    current.close()
     finally:
         lock.release()
-
-

@@ -8,6 +8,11 @@
 * ``bm`` (fixture): runs the CLI in this process through ``brandmind.cli.app.main`` (fast).
 * ``run_bm`` (function): runs it as a real subprocess, for what the process boundary
   decides (raw stdin bytes, exit codes, no traceback).
+* ``BM_TEST_VIA_DAEMON=1`` runs both through a resident daemon instead, as a user with
+  `bm daemon` running gets them: once a test's store exists, a `bm daemon` serves it and
+  every command goes through the client (``cli/client.py``); ``BM_WAIT=1`` so that writes
+  are embedded before they return and recall answers exactly as without the daemon
+  (tests/test_service.py runs CLI test files this way).
 """
 from __future__ import annotations
 
@@ -23,7 +28,29 @@ from pathlib import Path
 
 import pytest
 
-BM_CMD = [sys.executable, "-m", "brandmind.cli.app"]
+VIA_DAEMON = os.environ.get("BM_TEST_VIA_DAEMON") == "1"
+BM_CMD = [sys.executable, "-m", "brandmind.cli.client" if VIA_DAEMON else "brandmind.cli.app"]
+_DAEMONS: set[str] = set()
+
+
+def ensure_daemon() -> None:
+    """In ``BM_TEST_VIA_DAEMON`` mode: a daemon serves the current store once it exists."""
+    home = os.environ.get("BM_HOME", "")
+    if not VIA_DAEMON or home in _DAEMONS or not (Path(home) / "data" / "log.lmdb" / "data.mdb").exists():
+        return
+    proc = subprocess.run([sys.executable, "-m", "brandmind.cli.app", "daemon", "start"],
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr.decode()
+    _DAEMONS.add(home)
+
+
+@pytest.fixture(autouse=VIA_DAEMON)
+def _stop_daemons():
+    yield
+    for home in list(_DAEMONS):
+        subprocess.run([sys.executable, "-m", "brandmind.cli.app", "daemon", "stop"],
+                       capture_output=True, timeout=60, env={**os.environ, "BM_HOME": home})
+        _DAEMONS.discard(home)
 _SETTINGS = ("BM_HOME", "BM_EMBEDDER", "BM_OLLAMA_HOST", "BM_OLLAMA_MODEL", "BM_USER",
              "BM_BLOB_THRESHOLD", "BM_MAX_MEMORY_CHARS", "BM_EXTRACTOR", "BM_LLM_MODEL",
              "BM_LLM_MAX_CALLS", "BM_LLM_MAX_TOKENS", "BM_SYNC_PUSH_INTERVAL", "BM_SYNC_PUSH_AFTER_OPS",
@@ -94,6 +121,8 @@ def bm_home(request: pytest.FixtureRequest, _homes_root: Path, monkeypatch: pyte
     home = Path(tempfile.mkdtemp(prefix=request.node.name[:40].replace("/", "_") + "-", dir=_homes_root))
     monkeypatch.setenv("BM_HOME", str(home))
     monkeypatch.setenv("BM_CACHE_DIR", str(request.getfixturevalue("model_cache")))
+    if VIA_DAEMON:
+        monkeypatch.setenv("BM_WAIT", "1")
     if request.node.get_closest_marker("real_embedder"):
         _use_real_embedder(home, request.getfixturevalue("model_cache"), monkeypatch)
     else:
@@ -138,6 +167,7 @@ def run_bm(*args: object, input: str | bytes | None = None, env: dict | None = N
     """
     data = input.encode("utf-8") if isinstance(input, str) else input
     argv = [a if isinstance(a, bytes) else str(a) for a in args]
+    ensure_daemon()
     proc = subprocess.run([*BM_CMD, *argv], input=data if data is not None else b"",
                           capture_output=True, env={**os.environ, **(env or {})},
                           timeout=timeout)
@@ -149,12 +179,19 @@ def run_bm(*args: object, input: str | bytes | None = None, env: dict | None = N
 def bm(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
     """Run `bm ARGS` in this process: ``bm("recall", "x", input=b"...")`` -> Result."""
     from brandmind.cli.app import main
+    from brandmind.cli.client import forward
+
+    if VIA_DAEMON:
+        monkeypatch.setenv("BM_WAIT", "1")
 
     def run(*args: object, input: str | bytes | None = None) -> Result:
         data = input.encode("utf-8") if isinstance(input, str) else (input or b"")
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
         capsys.readouterr()
-        code = main([str(a) for a in args])
+        ensure_daemon()
+        code = forward([str(a) for a in args]) if VIA_DAEMON else None
+        if code is None:
+            code = main([str(a) for a in args])
         out, err = capsys.readouterr()
         return Result(code, out, err)
 

@@ -293,7 +293,7 @@ def test_recall_and_list_tables_fit_80_columns_with_the_text_visible(bm, store):
 
 # -- help --------------------------------------------------------------------------------------------------
 def _commands():
-    from brandmind.cli.app import _command
+    from brandmind.cli.app import build_command as _command
 
     def walk(cmd, path):
         if hasattr(cmd, "commands"):

@@ -276,9 +276,19 @@ def test_status_without_a_daemon(store: Path) -> None:
     assert st["running"] is False and st["pid"] is None and st["log"].endswith("state/daemon.log")
 
 
-def test_run_without_a_remote_is_an_error(store: Path) -> None:
-    res = run_bm("daemon", "run", timeout=60)
-    assert_error(res, 1, "no sync remote")
+def test_without_a_remote_the_daemon_runs_and_serves(store: Path) -> None:
+    """No remote configured: the daemon still starts (it serves and works the queue; syncing
+    starts when a remote is added: test_configured_remotes_follow_the_remotes_file)."""
+    res = run_bm("daemon", "start")
+    try:
+        assert res.code == 0, res
+        st = run_bm("daemon", "status").json()
+        assert st["running"] and st["remotes"] == {}, st
+        from brandmind.cli.client import socket_path, state_dir
+
+        assert Path(socket_path(state_dir(str(store)))).exists()
+    finally:
+        assert run_bm("daemon", "stop").code == 0
 
 
 def test_stop_without_a_daemon_is_fine(store: Path) -> None:
