@@ -20,7 +20,7 @@ from .storage import projection as rows
 if TYPE_CHECKING:  # pragma: no cover
     from .sqlstore import SQLStore
 
-VectorFor = Callable[[str], bytes]
+VectorFor = Callable[[str], "bytes | None"]  # None: the vector is made later (vec_pending)
 
 
 def no_apply(sql: "SQLStore", op: dict, hk: str, vector_for: VectorFor) -> None:

@@ -381,7 +381,7 @@ class Facts:
 
     def add_many(self, facts: Iterable[Any], *, user: str | None = None, agent: str | None = None,
                  ts: str | int | None = None, sources: Iterable[str] = (), arbiter: Any = None,
-                 source: str = "fact", chunk: int = 256) -> list[dict]:
+                 source: str = "fact", chunk: int = 256, on_commit: Any = None) -> list[dict]:
         """:meth:`add` for many facts, in order: a later fact is reconciled with the earlier
         ones.  Every fact is validated before anything is stored; with the rules, each chunk
         of ``chunk`` facts is one op-log transaction (all or nothing; another arbiter, e.g. an
@@ -389,7 +389,9 @@ class Facts:
 
         Within a chunk each fact's ops are applied to the index at once, inside one
         transaction that is rolled back after the chunk, so a fact is reconciled with the
-        earlier ones of its chunk; the index is then brought up to date from the log."""
+        earlier ones of its chunk; the index is then brought up to date from the log.
+        ``on_commit(txn, n)``: called in the op-log transaction that stores the first ``n``
+        facts (brandmind/backlog.py records a job's progress with its work)."""
         items = self._validate(list(facts), user, agent, ts, sources)
         if not items:
             return []
@@ -403,7 +405,7 @@ class Facts:
         size = chunk if type(arbiter) is RuleArbiter else 1
         for start in range(0, len(items), size):
             ops = self._plan_chunk(items[start:start + size], arbiter, vectors, nodes, results, now, source)
-            self._commit(ops, vectors)
+            self._commit(ops, vectors, on_commit, min(start + size, len(items)))
         for result in results:
             result["memory"] = get_memory(self.store.sql, result["id"])
         return results
@@ -472,7 +474,8 @@ class Facts:
                 results.append(planned.result)
         return ops
 
-    def _commit(self, ops: list[tuple[str, dict]], vectors: dict[str, bytes]) -> None:
+    def _commit(self, ops: list[tuple[str, dict]], vectors: dict[str, bytes], on_commit: Any = None,
+                done: int = 0) -> None:
         """Append the ops (one op-log transaction, the new facts' vectors cached) and apply them."""
         model = self.store.sql.model
         with self.store.write() as t:
@@ -480,6 +483,8 @@ class Facts:
                 t.append(kind, payload)
                 if kind == Kind.MEMORY_ADD:
                     t.cache_vector(model, payload["text"], vectors[payload["text"]])
+            if on_commit is not None:
+                on_commit(t, done)
         self.store.catch_up()
 
     def history(self, memory_id: str) -> list[dict]:

@@ -7,6 +7,11 @@ before it (``skip_bad`` reports it and goes on).  Every batch is one op-log tran
 one SQLite transaction: nothing is ever half-stored.  Each turn's memory carries its episode:
 that of the turn before it in the thread when the pause since is at most
 ``episode_gap_minutes``, else a new one named by its start.
+
+While the store defers vectors (``Store.deferring_vectors``: the resident daemon), nothing is
+embedded here: the memories wait in ``vec_pending`` for brandmind/backlog.py, and with
+``queue`` (a job template) each batch's extraction is queued in the batch's own op-log
+transaction.
 """
 from __future__ import annotations
 
@@ -28,13 +33,16 @@ BATCH = 256
 
 def ingest(store: "Store", lines: Iterable[str | bytes | dict], *, user: str,
            skip_bad: bool = False, progress: Callable[[dict], None] | None = None,
-           extract: bool = False) -> dict:
+           extract: bool = False, queue: dict | None = None) -> dict:
     """See ``Memory.ingest`` (``user`` already resolved).  With ``extract`` the
     report also lists the bead ids stored or found (``_beads``, ``_fresh``) for the extraction
-    that follows (brandmind/extract/run.py ``extract_after_ingest``)."""
+    that follows (brandmind/extract/run.py ``extract_after_ingest``); with ``queue`` too, each
+    batch queues that extraction as a job (``queue`` plus its bead ids; ``_jobs`` counts them)."""
     report: dict[str, Any] = {"ingested": 0, "duplicates": 0, "bad": [], "lines": 0}
     if extract:  # the bead ids of the messages stored (and found stored) by this ingest
         report["_beads"], report["_fresh"] = [], []
+    if extract and queue is not None:
+        report["_queue"], report["_jobs"] = queue, 0
     batch: list[dict] = []
 
     def stop_at_bad_line(exc: InvalidInput) -> None:
@@ -53,6 +61,7 @@ def ingest(store: "Store", lines: Iterable[str | bytes | dict], *, user: str,
     store_batch(store, batch, user, report)
     if progress:
         progress(report)
+    report.pop("_queue", None)
     return report
 
 
@@ -75,33 +84,48 @@ def _unseen(store: "Store", batch: list[dict], user: str, report: dict) -> list[
 
 def store_batch(store: "Store", batch: list[dict], user: str, report: dict) -> None:
     """Store one batch of parsed messages: one log transaction, then one catch-up."""
+    mark = (len(report["_beads"]), len(report["_fresh"])) if "_queue" in report else None
     fresh = _unseen(store, batch, user, report) if batch else []
     if not fresh:
+        if mark and report["_beads"][mark[0]:]:  # messages stored before: their extraction still
+            with store.write() as t:
+                _queue_job(t, report, mark)
         return
     limit = store.config.max_memory_chars
     texts = []
     for _, msg in fresh:
         body = msg["content"][:limit]
         texts.append(f"{msg['speaker']}: {body}" if msg["speaker"] else body)
-    vecs = store.embed_docs(texts)
+    vecs = None if store.deferring else store.embed_docs(texts)  # deferred: the backlog embeds
     now = now_millis()
     episodes: dict[str, tuple[int, str]] = {}
     stored = 0
     with store.write() as t:
-        for (key, msg), text, vec in zip(fresh, texts, vecs):
+        for i, ((key, msg), text) in enumerate(zip(fresh, texts)):
             if key is not None and t.bead_for_key(key):  # another process stored it meanwhile
                 report["duplicates"] += 1
                 if "_beads" in report:
                     report["_beads"].append(t.bead_for_key(key))
                 continue
             bead_id = _store_turn(store, t, msg, key, text, user, now, episodes)
-            t.cache_vector(store.sql.model, text, vec.tobytes())
+            if vecs is not None:
+                t.cache_vector(store.sql.model, text, vecs[i].tobytes())
             stored += 1
             if "_beads" in report:
                 report["_beads"].append(bead_id)
                 report["_fresh"].append(bead_id)
+        if mark:
+            _queue_job(t, report, mark)
     store.catch_up()
     report["ingested"] += stored
+
+
+def _queue_job(t: Any, report: dict, mark: tuple[int, int]) -> None:
+    """Queue the extraction of this batch's turns (brandmind/backlog.py runs it)."""
+    beads, fresh = report["_beads"][mark[0]:], report["_fresh"][mark[1]:]
+    if beads:
+        t.queue_job({**report["_queue"], "beads": beads, "fresh": fresh})
+        report["_jobs"] += 1
 
 
 def _store_turn(store: "Store", t: Any, msg: dict, key: str | None, text: str, user: str, now: int,

@@ -64,6 +64,13 @@ MARKS = {"user": b"fu\0", "memory": b"fm\0", "node": b"fn\0", "bead": b"fb\0"}
 HELD = b"ho\0"  # sync db: ho\0<replica>\0<seq u64> -> an op held back (brandmind/held.py)
 
 
+JOB = b"j\0"  # jobs db: j\0<seq u64> -> a queued job (brandmind/backlog.py); "next", "done": counters
+
+
+def job_key(seq: int) -> bytes:
+    return JOB + u64(seq)
+
+
 def op_key(replica: str, seq: int) -> bytes:
     return replica.encode() + b"\0" + u64(seq)
 
@@ -316,6 +323,35 @@ class LogTxn:
         doomed = [key for key in cur.iternext(keys=True, values=False) if key.endswith(b"\0" + digest)]
         for key in doomed:
             self.txn.delete(key, db=self.db["vcache"])
+
+    # -- this device's queue of work for later (brandmind/backlog.py; never synced) ----------
+    def queue_job(self, job: dict) -> int:
+        """Queue ``job`` in this transaction (with the writes it is about); returns its number."""
+        jobs = self.db["jobs"]
+        raw = self.txn.get(b"next", db=jobs)
+        seq = int.from_bytes(raw, "big") if raw else 1
+        self.txn.put(job_key(seq), dumps(job), db=jobs)
+        self.txn.put(b"next", u64(seq + 1), db=jobs)
+        return seq
+
+    def get_job(self, seq: int) -> dict | None:
+        raw = self.txn.get(job_key(seq), db=self.db["jobs"])
+        return loads(raw) if raw is not None else None
+
+    def update_job(self, seq: int, job: dict) -> None:
+        """Store the job's progress (only while it is queued)."""
+        if self.txn.get(job_key(seq), db=self.db["jobs"]) is not None:
+            self.txn.put(job_key(seq), dumps(job), db=self.db["jobs"])
+
+    def ack_job(self, seq: int) -> bool:
+        """The job is done: it leaves the queue in this transaction (with its work); False
+        if it was not queued (acknowledged already)."""
+        jobs = self.db["jobs"]
+        if not self.txn.delete(job_key(seq), db=jobs):
+            return False
+        raw = self.txn.get(b"done", db=jobs)
+        self.txn.put(b"done", u64((int.from_bytes(raw, "big") if raw else 0) + 1), db=jobs)
+        return True
 
     def user_bead_ids(self, user: str) -> list[str]:
         prefix = user.encode() + b"\0"

@@ -166,11 +166,18 @@ class Memory:
             "source": "remember", "provenance": [], "valid_from": None, "valid_to": None,
         }
         payload["ts"] = parse_time(ts, field="ts") if ts is not None else now_millis()
-        vec = self.store.embed_docs([text])[0]
+        deferred = self.store.deferring  # backlog: the vector (and the extraction) come later
+        vec = None if deferred else self.store.embed_docs([text])[0]
         with self.log.write() as t:
             t.append(Kind.MEMORY_ADD, payload)
-            t.cache_vector(self.sql.model, text, vec.tobytes())
+            if vec is not None:
+                t.cache_vector(self.sql.model, text, vec.tobytes())
+            if extract and deferred:  # queued with the memory it is about (brandmind/backlog.py)
+                t.queue_job({"kind": "extract_memory", "memory": payload["id"], "user": payload["user"],
+                             "agent": payload["agent"]})
         self.store.catch_up()
+        if extract and deferred:
+            return {**self.get(payload["id"]), "extract": {"queued": 1}}
         if extract:
             from .extract import Turn  # lazy: only `remember --extract` needs the extractors
             from .extract.run import extract_turns
@@ -384,9 +391,16 @@ class Memory:
             from .extract.run import dry_run_ingest  # lazy: only dry runs and extraction need it
 
             return dry_run_ingest(self.store, lines, user=user, skip_bad=skip_bad, extract=extract)
+        queue = None
+        if extract and self.store.deferring:  # backlog: the extraction is queued with the turns
+            queue = {"kind": "extract_ingest", "user": user, "agent": agent}
         report = ingesting.ingest(self.store, lines, user=user, skip_bad=skip_bad,
-                                  progress=progress, extract=extract)
-        if extract:
+                                  progress=progress, extract=extract, queue=queue)
+        if queue is not None:
+            report.pop("_beads", None)
+            report.pop("_fresh", None)
+            report["extract"] = {"queued": report.pop("_jobs", 0)}
+        elif extract:
             from .extract.run import extract_after_ingest  # lazy: only extraction needs it
 
             extract_after_ingest(self.store, report, user=user, agent=agent)

@@ -25,6 +25,10 @@ Named databases in ``log.lmdb``:
                key of the bead's op (a user forget removes only beads stamped before it);
                ``bo\\0<bead>`` -> the op id of the bead's add; ``ho\\0<replica>\\0<seq>``
                -> an op held back for clock skew (brandmind/held.py)
+``jobs``       this device's queue of work for later, written in the same transaction as
+               what it is about (brandmind/backlog.py: extraction after an ingest accepted
+               by the daemon): ``j\0<seq(8 BE)>`` -> job JSON, ``next`` and ``done`` counters.
+               Not synced, not in snapshots
 
 The write transaction (``LogTxn``) and the key builders are in brandmind/logtxn.py; with
 this module, the only code that knows these keys.  The log is below the op rules: the
@@ -45,11 +49,11 @@ from . import clock
 from .clock import new_id
 from .errors import StoreCorrupt, StoreMissing
 from .lmdbscrub import scrub as scrub_file
-from .logtxn import (CLOCK_MARK, HELD, LogTxn, dumps, held_in, held_key, loads, op_key,  # noqa: F401
+from .logtxn import (CLOCK_MARK, HELD, JOB, LogTxn, dumps, held_in, held_key, loads, op_key,  # noqa: F401
                      text_key, u64, version_vector_in)
 
 SCHEMA = 1
-_DBS = ("meta", "ops", "order", "beads", "bead_time", "bead_keys", "vcache", "sync")
+_DBS = ("meta", "ops", "order", "beads", "bead_time", "bead_keys", "vcache", "sync", "jobs")
 _MAP_SIZE = 1 << 35  # 32 GiB of address space; the file grows only as data is written
 
 
@@ -328,6 +332,27 @@ class OpLog:
         for _, op in self.ops_after(0):
             yield op
 
+    # -- the queue of work for later (LogTxn.queue_job, brandmind/backlog.py) ------------------
+    def jobs(self, limit: int | None = None) -> list[tuple[int, dict]]:
+        """The queued jobs, oldest first: ``(seq, job)``."""
+        out: list[tuple[int, dict]] = []
+        with self.read() as txn:
+            cur = txn.cursor(db=self.db["jobs"])
+            ok = cur.set_range(JOB)
+            while ok and cur.key().startswith(JOB) and (limit is None or len(out) < limit):
+                out.append((int.from_bytes(cur.key()[len(JOB):], "big"), loads(cur.value())))
+                ok = cur.next()
+        return out
+
+    def job_counts(self) -> dict[str, int]:
+        """``{"queued", "done", "total"}``: jobs waiting, acknowledged, ever queued."""
+        with self.read() as txn:
+            db = self.db["jobs"]
+            nxt, done = txn.get(b"next", db=db), txn.get(b"done", db=db)
+            queued = txn.stat(db)["entries"] - (nxt is not None) - (done is not None)
+        return {"queued": queued, "done": int.from_bytes(done, "big") if done else 0,
+                "total": int.from_bytes(nxt, "big") - 1 if nxt else 0}
+
     # -- replication (brandmind/replication.py, brandmind.sync) ---------------------------
     def version_vector(self) -> dict[str, int]:
         """replica -> highest seq S such that ops 1..S of that replica are all stored here."""
@@ -411,9 +436,10 @@ class OpLog:
         self.env.copy(str(full), compact=True)
         env = _open_copy(full)
         try:
-            vcache = env.open_db(b"vcache")
+            vcache, jobs = env.open_db(b"vcache"), env.open_db(b"jobs")
             with env.begin(write=True) as txn:
                 txn.drop(vcache, delete=False)
+                txn.drop(jobs, delete=False)
             dest.mkdir()
             env.copy(str(dest), compact=True)  # without the pages dropped above
         finally:

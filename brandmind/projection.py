@@ -20,7 +20,7 @@ from .sqlstore import SQLStore
 
 __all__ = ["apply_log_side", "apply_sql_side", "hlc_key"]
 
-VectorFor = Callable[[str], bytes]
+VectorFor = Callable[[str], "bytes | None"]  # None: the vector is made later (vec_pending)
 
 
 def apply_sql_side(sql: SQLStore, op: dict, vector_for: VectorFor) -> None:

@@ -22,6 +22,7 @@ from .storage import quarantine as quarantine_schema
 from .storage import remote_map as remote_map_schema
 from .storage import skills as skills_schema
 from .storage import converge as converge_schema
+from .storage import memories as memories_schema
 from .storage import workspace as workspace_schema
 
 
@@ -32,8 +33,7 @@ def _vec_table(dim: int) -> str:
             f"created_at integer)")
 
 
-VEC_INSERT = ("INSERT INTO memories_vec(rowid, user_id, embedding, agent_id, type, created_at) "
-              "VALUES(?,?,?,?,?,?)")
+VEC_INSERT = memories_schema.VEC_INSERT
 
 
 def _base_schema(dim: int) -> list[str]:
@@ -110,6 +110,8 @@ MIGRATIONS: list[tuple[str, Any]] = [
     # ops of the log that are not applied: refused when pulled, or failing their check or
     # their apply (a log written by an older bm); listed by `bm doctor` (brandmind/opcheck.py)
     ("0012_quarantine", lambda dim: list(quarantine_schema.SCHEMA)),
+    # memories accepted with their vector made later (brandmind/backlog.py, Store.deferring_vectors)
+    ("0013_vec_pending", lambda dim: list(memories_schema.PENDING_SCHEMA)),
 ]
 
 # tables that hold this device's own state, not a projection of the op log
@@ -273,7 +275,9 @@ class SQLStore:
         return int(self.get_meta("applied") or 0)
 
     # -- memories -----------------------------------------------------------
-    def insert_memory(self, m: dict, vector: bytes) -> None:
+    def insert_memory(self, m: dict, vector: bytes | None) -> None:
+        """Insert a memory, its keywords and its vector (None: a ``vec_pending`` row, the
+        backlog makes the vector later: brandmind/backlog.py)."""
         c = self.conn
         c.execute(
             """INSERT INTO memories(id, text, type, user_id, agent_id, importance, created_at,
@@ -287,7 +291,10 @@ class SQLStore:
              m.get("object"), m.get("hlc")))
         rowid = c.last_insert_rowid()
         c.execute("INSERT INTO memories_fts(rowid, text) VALUES(?,?)", (rowid, m["text"]))
-        c.execute(VEC_INSERT, (rowid, m["user"], vector, m.get("agent") or "", m["type"], m["ts"]))
+        if vector is None:
+            c.execute("INSERT INTO vec_pending(rowid) VALUES(?)", (rowid,))
+        else:
+            c.execute(VEC_INSERT, (rowid, m["user"], vector, m.get("agent") or "", m["type"], m["ts"]))
 
     def truncate_wal(self) -> None:
         """Checkpoint and empty the WAL file (it keeps old page images: a forgotten text's
@@ -312,9 +319,11 @@ class SQLStore:
             return None
         rowid, text, op_id = row
         c.execute("INSERT INTO memories_fts(memories_fts, rowid, text) VALUES('delete', ?, ?)", (rowid, text))
+        waiting = c.execute("DELETE FROM vec_pending WHERE rowid=? RETURNING rowid", (rowid,)).fetchall()
         c.execute("DELETE FROM memories_vec WHERE rowid=?", (rowid,))
         c.execute("DELETE FROM memories WHERE rowid=?", (rowid,))
-        self.bump_generation()
+        if not waiting:  # a memory without a vector yet left no vector behind
+            self.bump_generation()
         return op_id
 
     def generation(self) -> int:
@@ -348,6 +357,9 @@ class SQLStore:
         for row, vec in vectors:
             c.execute(VEC_INSERT, (row["rowid"], row["user_id"], vec, row["agent_id"] or "",
                                    row["type"], row["created_at"]))
+        # the memories given a vector here wait no more; the late list restarts with the generation
+        c.execute("DELETE FROM vec_pending WHERE rowid IN (SELECT rowid FROM memories_vec_rowids)")
+        c.execute("DELETE FROM vec_late")
         self.set_meta("embed_model", model)
         self.set_meta("embed_dim", str(dim))
         self.model, self.dim = model, dim
@@ -360,8 +372,14 @@ class SQLStore:
             problems.append("SQLite integrity_check: " + "; ".join(r[0] for r in res[:5]))
         n_mem = self.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
         n_vec = self.conn.execute("SELECT count(*) FROM memories_vec").fetchone()[0]
-        if n_mem != n_vec:
-            problems.append(f"{n_mem} memories but {n_vec} vectors")
+        n_wait = self.conn.execute("SELECT count(*) FROM vec_pending").fetchone()[0]
+        if n_mem != n_vec + n_wait:
+            problems.append(f"{n_mem} memories but {n_vec} vectors"
+                            + (f" and {n_wait} waiting for one (`bm queue`)" if n_wait else ""))
+        both = self.conn.execute("SELECT count(*) FROM vec_pending p JOIN memories_vec_rowids v "
+                                 "ON v.rowid = p.rowid").fetchone()[0]
+        if both:
+            problems.append(f"{both} memories both have a vector and wait for one")
         try:
             self.conn.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES('integrity-check', 1)")
         except Exception as exc:  # apsw.Error; the message is the finding

@@ -8,6 +8,8 @@ It owns the op log (LMDB, ``oplog.py``), the blob store, the SQLite projection
   (``replication.catch_up``: each replica's ops in seq order);
 - ``receive_ops(ops)``: store and apply ops pulled from another replica;
 - ``embed_docs(texts)`` / ``vector_for(text)`` / ``embedder``: vectors, cached in the log;
+- ``deferring_vectors()``: in this thread, memories are stored without a vector, which the
+  backlog makes later (brandmind/backlog.py: the resident daemon's worker);
 - ``reopen()`` / ``swap_index()``: close and reopen the files (a snapshot installed under the
   store, a rebuilt index).
 
@@ -17,8 +19,10 @@ the Protocol of it that ``sync`` depends on.
 from __future__ import annotations
 
 import os
+import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from . import replication, validate
 from .clock import now_millis
@@ -42,6 +46,7 @@ class Store:
         self.config = config
         self.paths = config.paths
         self._embedder = embedder
+        self._local = threading.local()  # per thread: whether vectors are deferred
         self.embedder_name = embedder.name if embedder is not None else embedder_name(
             config.embedder, ollama_model=config.ollama_model, local_variant=config.local_variant)
         self._open(create=create, check_model=check_model, repair=repair)
@@ -133,11 +138,31 @@ class Store:
                 hint="run `bm reindex` to re-embed the store with the configured model")
         return vecs
 
-    def vector_for(self, text: str) -> bytes:
-        """The vector of ``text``: from the log's vector cache, else embedded and cached."""
+    @contextmanager
+    def deferring_vectors(self, on: bool = True) -> Iterator[None]:
+        """In this thread (the daemon serves requests in threads while its worker embeds),
+        ``remember`` and ``ingest`` store memories without embedding them: each gets its
+        keywords at once and a ``vec_pending`` row; brandmind/backlog.py makes the vectors."""
+        before = self.deferring
+        self._local.defer = on
+        try:
+            yield
+        finally:
+            self._local.defer = before
+
+    @property
+    def deferring(self) -> bool:
+        """Whether this thread defers vectors (``deferring_vectors``)."""
+        return bool(getattr(self._local, "defer", False))
+
+    def vector_for(self, text: str) -> bytes | None:
+        """The vector of ``text``: from the log's vector cache, else embedded and cached
+        (None when this thread defers vectors: the backlog makes it)."""
         raw = self.log.cached_vector(self.sql.model, text)
         if raw is not None and len(raw) == 4 * self.sql.dim:
             return raw
+        if self.deferring:
+            return None
         vec = self.embed_docs([text])[0].tobytes()
         with self.log.write() as t:
             t.cache_vector(self.sql.model, text, vec)
@@ -162,7 +187,7 @@ class Store:
             return 0
         vector_for = self.vector_for
         if vectors:
-            def vector_for(text: str) -> bytes:
+            def vector_for(text: str) -> bytes | None:
                 vec = vectors.get(text)
                 return vec if vec is not None else self.vector_for(text)
 

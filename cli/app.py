@@ -93,6 +93,9 @@ app.add_typer(sync_cmd.sync_app, name="sync")
 from . import daemon as daemon_cmd  # noqa: E402
 
 app.add_typer(daemon_cmd.daemon_app, name="daemon")
+from . import queue as queue_cmd  # noqa: E402  (the backlog: brandmind/backlog.py)
+
+app.add_typer(queue_cmd.queue_app, name="queue")
 from . import hooks as hooks_cmd  # noqa: E402
 
 app.add_typer(hooks_cmd.hooks_app, name="hooks")

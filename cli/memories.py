@@ -135,8 +135,18 @@ def recall(
             results = [r for r in results if r["score"] >= min_score]
         if not results:
             note_unknown_user(mem, user)
+        print_lag_note(mem, user)
     table = explain_table if explain else (lambda r: memories_table(r, scores=True))
     emit(results, as_json=as_json, jsonl=jsonl, table=table)
+
+
+def print_lag_note(mem: object, user: str | None) -> None:
+    """On stderr: how many of the user's memories wait for their vector (the daemon's backlog)."""
+    from brandmind.backlog import lag_note
+
+    note = lag_note(mem.store, user)  # type: ignore[attr-defined]
+    if note:
+        info(note)
 
 
 def _finite(value: float) -> float:

@@ -88,34 +88,55 @@ def extract_turns(store: "Store", turns: list[Turn], *, user: str, agent: str | 
                   dry_run: bool = False, meta: dict | None = None) -> dict:
     """Extract facts from ``turns`` and store them (see the module docstring)."""
     extractor = get_extractor(store.config)
-    turns = person_turns(turns)  # an agent turn without a speaker name says nothing of a person
-    report = _empty_report(extractor, turns)
-    is_llm = extractor.name != "rules"
     if dry_run:
+        turns = person_turns(turns)
+        report = _empty_report(extractor, turns)
         report["dry_run"] = True
         estimate = extractor.estimate(turns)
         report["llm"] = {"calls": estimate["calls"], "tokens": estimate["tokens"],
                          "capped": bool(estimate.get("capped", False))}
         report["skipped_turns"] = int(estimate.get("skipped_turns", 0))
-        if not is_llm:
+        if extractor.name == "rules":
             found = extractor.extract(turns)
             report["found"] = len(found)
             report["would_extract"] = [_public(f) for f in found]
         return report
+    items, report = extract_facts(store, turns, meta=meta, extractor=extractor)
+    return store_facts(store, items, report, user=user, agent=agent, extractor=extractor)
+
+
+def extract_facts(store: "Store", turns: list[Turn], *, meta: dict | None = None,
+                  extractor: Any = None) -> tuple[list[dict], dict]:
+    """The first half of :func:`extract_turns`: run the extractor over ``turns``, storing
+    nothing; returns the facts (dicts ``Facts.add_many`` takes, in turn order) and the report
+    so far.  The extractor reads no store: a caller may run it without holding a lock."""
+    extractor = extractor or get_extractor(store.config)
+    turns = person_turns(turns)  # an agent turn without a speaker name says nothing of a person
+    report = _empty_report(extractor, turns)
     if not turns:
-        return report
+        return [], report
     facts = extractor.extract(turns)  # raises before anything is stored
     cost = getattr(extractor, "last_report", {}) or {}
     for key in ("skipped_turns", "bad_chunks", "bad_facts"):
         report[key] = int(cost.get(key, 0))
     report["found"] = len(facts)
-    if facts:
+    return _fact_dicts(facts, turns, extractor, meta), report
+
+
+def store_facts(store: "Store", items: list[dict], report: dict, *, user: str, agent: str | None,
+                extractor: Any = None, on_commit: Any = None) -> dict:
+    """The second half of :func:`extract_turns`: store the facts with reconciliation
+    (``Facts.add_many``; ``on_commit(txn, n)`` runs in the op-log transaction that stores
+    the first ``n`` of them) and count what each became in ``report``."""
+    extractor = extractor or get_extractor(store.config)
+    is_llm = extractor.name != "rules"
+    if items:
         arbiter = None
         if is_llm:
             arbiter = LLMArbiter(model=store.config.llm_model, host=store.config.ollama_host,
                                  budget=extractor.budget)  # type: ignore[attr-defined]
-        items = _fact_dicts(facts, turns, extractor, meta)
-        results = Facts(store).add_many(items, user=user, agent=agent, arbiter=arbiter, source="extract")
+        results = Facts(store).add_many(items, user=user, agent=agent, arbiter=arbiter, source="extract",
+                                        on_commit=on_commit)
         for result in results:
             if result["action"] in report["facts"]:
                 report["facts"][result["action"]] += 1

@@ -175,3 +175,64 @@ def current_of_user(sql: "SQLStore", user: str, now: int) -> list[dict]:
 def user_vectors(sql: "SQLStore", user: str) -> Iterator[tuple[int, bytes]]:
     """``(rowid, embedding)`` of every vector of ``user``."""
     return sql.conn.execute("SELECT rowid, embedding FROM memories_vec WHERE user_id = ?", (user,))
+
+
+# -- vectors made later (brandmind/backlog.py) ---------------------------------------------------
+VEC_INSERT = ("INSERT INTO memories_vec(rowid, user_id, embedding, agent_id, type, created_at) "
+              "VALUES(?,?,?,?,?,?)")
+
+# A memory stored while vectors are deferred (``Store.deferring_vectors``) has its row and its
+# keywords at once and a ``vec_pending`` row until the backlog embeds it.  ``vec_late`` lists
+# vectors that landed below the highest vector rowid (the in-memory matrix of
+# storage/search.py extends by rowid, so it reads these by ``seq`` instead).
+PENDING_SCHEMA = (
+    "CREATE TABLE vec_pending(rowid INTEGER PRIMARY KEY)",
+    "CREATE TABLE vec_late(seq INTEGER PRIMARY KEY AUTOINCREMENT, mem_rowid INTEGER NOT NULL)",
+)
+LATE_KEEP = 4096  # vec_late rows kept (a reader further behind reloads its matrix)
+
+
+def pending_count(sql: "SQLStore") -> int:
+    return sql.conn.execute("SELECT count(*) FROM vec_pending").fetchone()[0]
+
+
+def pending_batch(sql: "SQLStore", n: int) -> list[tuple[int, str]]:
+    """``(rowid, text)`` of the first ``n`` memories waiting for a vector, in rowid order."""
+    return sql.conn.execute(
+        "SELECT p.rowid, m.text FROM vec_pending p JOIN memories m ON m.rowid = p.rowid "
+        "ORDER BY p.rowid LIMIT ?", (n,)).fetchall()
+
+
+def pending_where(sql: "SQLStore", where: str, args: list) -> int:
+    """How many memories passing ``where`` (alias ``m``) wait for a vector."""
+    return sql.conn.execute(f"SELECT count(*) FROM vec_pending p JOIN memories m ON m.rowid = p.rowid "
+                            f"WHERE {where}", args).fetchone()[0]
+
+
+def top_vector_rowid(sql: "SQLStore") -> int:
+    """The highest rowid holding a vector (sqlite-vec's own rowid table: O(1), where
+    ``max(rowid)`` on the virtual table scans it)."""
+    return sql.conn.execute("SELECT coalesce(max(rowid), 0) FROM memories_vec_rowids").fetchone()[0]
+
+
+def fill_vectors(sql: "SQLStore", items: list[tuple[int, str, bytes]]) -> list[int]:
+    """Give the waiting memories their vectors (``(rowid, text, vector)``), in the caller's
+    write transaction: only rows still waiting with the same text (a forget or a rebuild
+    in between wins); each one's ``vec_pending`` row goes in the same transaction.  A
+    vector below the highest vector rowid is listed in ``vec_late``.  Returns the rowids filled."""
+    c = sql.conn
+    top = top_vector_rowid(sql)
+    done = []
+    for rowid, text, vec in items:
+        row = c.execute("SELECT m.text, m.user_id, m.agent_id, m.type, m.created_at FROM vec_pending p "
+                        "JOIN memories m ON m.rowid = p.rowid WHERE p.rowid = ?", (rowid,)).fetchone()
+        if row is None or row[0] != text:
+            continue
+        c.execute(VEC_INSERT, (rowid, row[1], vec, row[2] or "", row[3], row[4]))
+        c.execute("DELETE FROM vec_pending WHERE rowid = ?", (rowid,))
+        if rowid < top:
+            c.execute("INSERT INTO vec_late(mem_rowid) VALUES(?)", (rowid,))
+        done.append(rowid)
+    if done and top:
+        c.execute("DELETE FROM vec_late WHERE seq <= (SELECT max(seq) FROM vec_late) - ?", (LATE_KEEP,))
+    return done

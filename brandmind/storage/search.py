@@ -95,6 +95,19 @@ def vectors_after(sql: "SQLStore", rowid: int) -> list[tuple]:
         "FROM memories_vec v JOIN memories m ON m.rowid = v.rowid WHERE v.rowid > ?", (rowid,)).fetchall()
 
 
+def late_vectors(sql: "SQLStore", seq: int) -> tuple[int, int, list[tuple]]:
+    """Vectors made after their memory (brandmind/backlog.py) listed past ``seq`` in
+    ``vec_late``: ``(lowest seq kept, highest seq, rows as vectors_after gives them)``."""
+    lo, hi = sql.conn.execute("SELECT coalesce(min(seq), 0), coalesce(max(seq), 0) FROM vec_late").fetchone()
+    if hi <= seq:
+        return lo, hi, []
+    rows = sql.conn.execute(
+        "SELECT v.rowid, v.embedding, m.user_id, coalesce(m.agent_id, ''), m.type, m.created_at "
+        "FROM (SELECT DISTINCT mem_rowid FROM vec_late WHERE seq > ?) l JOIN memories_vec v ON v.rowid = l.mem_rowid "
+        "JOIN memories m ON m.rowid = v.rowid", (seq,)).fetchall()
+    return lo, hi, rows
+
+
 def vectors_of(sql: "SQLStore", rowids: list[int], chunk: int = 0) -> list[tuple[int, bytes]]:
     """``(rowid, embedding)`` of those rowids that have a vector (``chunk``: at most that
     many rowids per query; 0: one query)."""
@@ -286,13 +299,31 @@ class VectorMatrix:
     types: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
     created: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     max_rowid: int = 0
+    late_seq: int = -1  # the last ``vec_late`` entry read (-1: none yet)
     # user -> boolean row mask; comparing 100,000 Python strings costs ~2 ms a query
     _user_masks: dict = field(default_factory=dict, repr=False)
 
-    def extend(self, sql: SQLStore, dim: int) -> None:
+    def extend(self, sql: SQLStore, dim: int) -> bool:
+        """Add the vectors stored since: past ``max_rowid``, and those made late below it
+        (``vec_late``).  False: late entries this matrix has not read were pruned (reload)."""
+        fresh = self.late_seq < 0  # a new matrix reads every vector below: only the mark matters
+        lo, hi, late = late_vectors(sql, 1 << 62 if fresh else self.late_seq)
+        if not fresh and lo > self.late_seq + 1:
+            return False
         rows = vectors_after(sql, self.max_rowid)
-        if not rows:
-            return
+        if late:
+            want = np.fromiter((r[0] for r in late), np.int64, len(late))
+            if len(self.rowids):
+                pos = np.searchsorted(self.rowids, want).clip(0, len(self.rowids) - 1)
+                want = want[self.rowids[pos] != want]
+            keep = set(want.tolist()) - {r[0] for r in rows}
+            rows += [r for r in late if r[0] in keep]
+        self.late_seq = hi
+        if rows:
+            self._add(rows, dim, merge=bool(late))
+        return True
+
+    def _add(self, rows: list[tuple], dim: int, *, merge: bool) -> None:
         rowids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
         if len(rows) > 1 and not bool(np.all(rowids[1:] > rowids[:-1])):
             # vec0 returns each user partition in turn: keep the matrix in rowid order
@@ -306,7 +337,11 @@ class VectorMatrix:
         self.agents = np.concatenate([self.agents, np.array([r[3] for r in rows], object)])
         self.types = np.concatenate([self.types, np.array([r[4] for r in rows], object)])
         self.created = np.concatenate([self.created, np.array([r[5] for r in rows], np.int64)])
-        self.max_rowid = int(rowids.max())
+        if merge and len(self.rowids) > 1 and not bool(np.all(self.rowids[1:] > self.rowids[:-1])):
+            order = np.argsort(self.rowids, kind="stable")  # late vectors go to their rowid's place
+            for name in ("rowids", "vectors", "users", "agents", "types", "created"):
+                setattr(self, name, getattr(self, name)[order])
+        self.max_rowid = int(self.rowids[-1])
         self._user_masks.clear()
 
     def cosines(self, rowids: list[int], q: np.ndarray) -> dict[int, float]:
@@ -405,7 +440,9 @@ class SearchIndex:
             self._generation = self.sql.generation()
             self._stale = True
         if self._stale:
-            self.matrix.extend(self.sql, self.sql.dim)
+            if not self.matrix.extend(self.sql, self.sql.dim):
+                self.matrix = VectorMatrix()
+                self.matrix.extend(self.sql, self.sql.dim)
             self._stale = False
         self._data_version = version
         return self.matrix.search(q, f, n)

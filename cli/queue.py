@@ -1,0 +1,74 @@
+"""`bm queue`: the backlog of work accepted now and done later (brandmind/backlog.py): vectors
+waiting to be made, extraction jobs queued or failing; `bm queue run` does it in the foreground.
+
+A daemon that runs a worker (sync/worker.py) sets ``WORKER`` in its process: `bm queue` then
+adds the worker's live counters, and `bm queue run` waits for the worker instead of competing
+with it for the store.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .common import JsonOpt, open_store
+from .output import emit, kv_table
+
+queue_app = typer.Typer(help="The backlog: vectors and extractions accepted now, done in the background.")
+
+WORKER: Any = None  # the daemon's sync.worker.Worker, when this process is the daemon
+
+
+@queue_app.callback(invoke_without_command=True)
+def queue_show(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Show the backlog: ops accepted, vectors made and waiting, extraction jobs queued,
+    done and failing (JSON when piped).  Reads the store, with or without a daemon.
+
+    \b
+    Examples:
+      bm queue
+      bm queue --json | jq .vectors_pending
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    if WORKER is not None:
+        out = WORKER.status()
+    else:
+        from brandmind import backlog
+
+        with open_store(if_missing="empty") as mem:
+            out = {**backlog.status(mem.store), "running": False}
+    emit(out, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title="bm queue"))
+
+
+@queue_app.command("run")
+def queue_run(
+    wait: Annotated[bool, typer.Option("--wait", help="With a daemon: wait until its worker has done the backlog (else it is only woken).")] = False,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", help="With --wait: give up after this many seconds (exit 1).", min=0)] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Do the backlog now, in this process: embed every waiting memory, then run every
+    queued extraction (also those that kept failing); a failing one stops it (exit 1, the
+    job stays queued).  For a store whose daemon is down; with a daemon, its worker is
+    woken (and --wait waits until it is done).
+
+    \b
+    Examples:
+      bm queue run
+      bm queue run --wait --timeout 60
+    """
+    from brandmind.errors import BMError
+
+    if WORKER is not None:
+        WORKER.wake()
+        if wait and not WORKER.drain(timeout):
+            raise BMError(f"the backlog was not done within {timeout:g} s",
+                          hint="see `bm queue` for what is left and the last error")
+        out: dict = {"waited": wait, **WORKER.status()}
+    else:
+        from brandmind import backlog
+
+        with open_store() as mem:
+            store = mem.store
+            out = {**backlog.drain(lambda: store), **backlog.status(store)}
+    emit(out, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title="bm queue run"))
