@@ -317,3 +317,19 @@ def test_http_refuses_a_short_token_and_a_busy_port(bm, store):
         busy.listen()
         port = busy.getsockname()[1]
         assert_error(run_bm("mcp", "--http", "--port", port, "--token", TOKEN), 2, f"cannot listen on 127.0.0.1:{port}")
+
+
+@pytest.mark.parametrize("missing", ["mcp", "anyio"])
+def test_without_the_sdk_bm_mcp_names_the_extra(tmp_path, missing):
+    """`bm mcp` where the SDK (or one of its dependencies) does not import: one error line
+    naming `brandmind[mcp]`; install and export need no SDK."""
+    from conftest import assert_error, run_bm
+
+    shim = tmp_path / "shim" / missing
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text(f'raise ModuleNotFoundError("No module named {missing!r}", name={missing!r})\n')
+    env = {"PYTHONPATH": str(shim.parent)}
+    line = assert_error(run_bm("mcp", env=env), 1, missing)
+    assert "pip install 'brandmind[mcp]'" in line
+    assert run_bm("tools", "export", "--format", "openai", env=env).code == 0
+    assert run_bm("mcp", "install", "cursor", "--config", tmp_path / "mcp.json", env=env).code == 0
