@@ -96,27 +96,32 @@ def store_batch(store: "Store", batch: list[dict], user: str, report: dict) -> N
     for _, msg in fresh:
         body = msg["content"][:limit]
         texts.append(f"{msg['speaker']}: {body}" if msg["speaker"] else body)
-    vecs = None if store.deferring else store.embed_docs(texts)  # deferred: the backlog embeds
+    if store.deferring:  # the backlog embeds later; the texts said before have a vector now
+        vecs, known = None, store.log.cached_vectors(store.sql.model, texts)
+    else:
+        vecs = store.embed_docs(texts)
+        known = {text: vec.tobytes() for text, vec in zip(texts, vecs)}
     now = now_millis()
     episodes: dict[str, tuple[int, str]] = {}
     stored = 0
+    ops: dict[int, dict] = {}  # arrival -> op: the catch-up does not read them back
     with store.write() as t:
-        for i, ((key, msg), text) in enumerate(zip(fresh, texts)):
+        for (key, msg), text in zip(fresh, texts):
             if key is not None and t.bead_for_key(key):  # another process stored it meanwhile
                 report["duplicates"] += 1
                 if "_beads" in report:
                     report["_beads"].append(t.bead_for_key(key))
                 continue
-            bead_id = _store_turn(store, t, msg, key, text, user, now, episodes)
+            bead_id = _store_turn(store, t, msg, key, text, user, now, episodes, ops)
             if vecs is not None:
-                t.cache_vector(store.sql.model, text, vecs[i].tobytes())
+                t.cache_vector(store.sql.model, text, known[text])
             stored += 1
             if "_beads" in report:
                 report["_beads"].append(bead_id)
                 report["_fresh"].append(bead_id)
         if mark:
             _queue_job(t, report, mark)
-    store.catch_up()
+    store.catch_up(fresh=ops, vectors=known)
     report["ingested"] += stored
 
 
@@ -129,15 +134,17 @@ def _queue_job(t: Any, report: dict, mark: tuple[int, int]) -> None:
 
 
 def _store_turn(store: "Store", t: Any, msg: dict, key: str | None, text: str, user: str, now: int,
-                episodes: dict[str, tuple[int, str]]) -> str:
-    """Append the bead and the raw-turn memory of one message; returns the bead id."""
+                episodes: dict[str, tuple[int, str]], ops: dict[int, dict]) -> str:
+    """Append the bead and the raw-turn memory of one message (``ops``: arrival -> op of
+    what it appends); returns the bead id."""
     limit = store.config.max_memory_chars
     ts = msg["ts"] if msg["ts"] is not None else now
     bead = beads.bead_payload(
         store, msg["content"], user=user, role=msg["role"], speaker=msg["speaker"], ts=ts,
         thread=msg["thread"], source="ingest", turn_id=msg["id"], importance=0.5,
         spans=None, meta=msg["meta"], key=key)
-    op = t.append(Kind.BEAD_ADD, {"bead": bead})
+    arrival = t.next_arrival()
+    op = ops[arrival] = t.append(Kind.BEAD_ADD, {"bead": bead})
     apply_log_side(t, op)
     meta = {"kind": "turn", "role": msg["role"], "thread": bead["thread"],
             "episode": episode(store, user, bead["thread"], ts, episodes)}
@@ -145,7 +152,7 @@ def _store_turn(store: "Store", t: Any, msg: dict, key: str | None, text: str, u
         meta["speaker"] = msg["speaker"]
     if len(msg["content"]) > limit:
         meta["truncated"] = True
-    t.append(Kind.MEMORY_ADD, {
+    ops[arrival + 1] = t.append(Kind.MEMORY_ADD, {
         "id": new_id("m", ts), "text": text, "type": "episode", "user": user,
         "agent": None, "importance": 0.5, "ts": ts, "valid_from": None,
         "valid_to": None, "source": "ingest", "meta": meta,

@@ -328,6 +328,12 @@ class OpLog:
             vcache = self.db["vcache"]
             return [text for text in texts if txn.get(text_key(model, text), db=vcache) is None]
 
+    def cached_vectors(self, model: str, texts: Iterable[str]) -> dict[str, bytes | None]:
+        """text -> its cached vector (of ``model``) or None, for each of ``texts`` (one read)."""
+        with self.read() as txn:
+            vcache = self.db["vcache"]
+            return {text: txn.get(text_key(model, text), db=vcache) for text in texts}
+
     def iter_ops(self) -> Iterator[dict]:
         for _, op in self.ops_after(0):
             yield op

@@ -182,14 +182,21 @@ class Store:
                  vectors: dict[str, bytes] | None = None) -> int:
         """Apply every op the SQLite projection has not seen yet; returns how many.
         ``fresh`` (arrival -> op) and ``vectors`` (text -> vector): what a caller that just
-        stored ops has in hand already (replication.receive_batch)."""
+        stored ops has in hand already (replication.receive_batch, ingest); while deferring,
+        a text mapped to None is known to have no cached vector."""
         if self.sql.applied() >= self.log.last_arrival():
             return 0
         vector_for = self.vector_for
         if vectors:
+            deferring = self.deferring
+
             def vector_for(text: str) -> bytes | None:
                 vec = vectors.get(text)
-                return vec if vec is not None else self.vector_for(text)
+                if vec is not None:
+                    return vec
+                if deferring and text in vectors:  # known to be uncached: made later
+                    return None
+                return self.vector_for(text)
 
         # arrival order, each replica's ops in seq order (brandmind/replication.py)
         n = replication.catch_up(self.log, self.sql, vector_for, progress, apply=apply_sql_side, fresh=fresh)
