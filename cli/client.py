@@ -75,7 +75,7 @@ def socket_path(state: Any) -> str:
     return os.path.join(base, f"bm-{os.getuid()}", f"{digest}.sock")
 
 
-def _home_in(argv: list[str]) -> tuple[str | None, list[str]]:
+def home_in(argv: list[str]) -> tuple[str | None, list[str]]:
     """``--home DIR`` given before the command (the app's root option), and argv without it."""
     out, home, i = [], None, 0
     while i < len(argv):
@@ -147,7 +147,7 @@ def forward(argv: list[str]) -> int | None:
     """Run ``bm argv`` in the daemon; the exit code, or None: run it in this process."""
     if runs_locally(argv):
         return None
-    home, _ = _home_in(argv)
+    home, _ = home_in(argv)
     try:
         sock = connect(home)
     except NoDaemon:

@@ -11,6 +11,9 @@ from contextlib import nullcontext
 from typing import Any, Callable
 
 
+LMDB_MAGIC = 0xBEEFC0DE  # MDB_meta.mm_magic, right after the first page's 16-byte header
+
+
 class Resident:
     """The resident store as the server sees it (see the module docstring)."""
 
@@ -33,7 +36,26 @@ class Resident:
         return self._memory
 
     def refresh(self) -> None:
+        """Reopen the store if `bm rebuild` / `bm config set` changed it; RunLocally when its
+        index file no longer looks like SQLite (damaged under the open store: the client
+        opens it afresh and gets the error that names `bm doctor` and `bm rebuild`)."""
+        from .common import RunLocally
+
         self.daemon.maybe_reopen()
+        if self.store is None:
+            raise RunLocally(f"the daemon cannot open the store: {self.daemon.open_error}")
+        paths = self.store.paths
+        try:
+            with open(paths.sqlite_file, "rb") as fh:
+                index = fh.read(16)
+            with open(paths.lmdb_dir / "data.mdb", "rb") as fh:
+                log = fh.read(20)
+        except OSError as exc:
+            raise RunLocally(f"cannot read the store's files: {exc}") from None
+        if index != b"SQLite format 3\x00":
+            raise RunLocally("the memory index is not an SQLite file any more")
+        if len(log) < 20 or int.from_bytes(log[16:20], "little") != LMDB_MAGIC:
+            raise RunLocally("the op log's file is not an LMDB file any more")
 
     def deferring(self, defer: bool) -> Any:
         """Writes in this block leave their vectors to the worker (when it runs)."""

@@ -84,6 +84,7 @@ class _Out:
     def __init__(self, conn: socket.socket, kind: bytes, tty: bool) -> None:
         self.conn, self.kind, self.tty = conn, kind, tty
         self.pending = bytearray()
+        self.sent = False
         self.buffer = _OutBytes(self)
 
     def write(self, text: str) -> int:
@@ -99,6 +100,7 @@ class _Out:
     def flush(self) -> None:
         if self.pending:
             data, self.pending = bytes(self.pending), bytearray()
+            self.sent = True
             send(self.conn, self.kind, data)
 
     def isatty(self) -> bool:
@@ -267,11 +269,15 @@ class Server:
             return
         from brandmind.errors import BMError
 
-        from . import tools
+        from . import common, tools
 
         name, args = request.get("name"), request.get("args")
         with self.resident.lock:
-            self.resident.refresh()
+            try:
+                self.resident.refresh()
+            except common.RunLocally as exc:
+                send(conn, b"X", json.dumps({"fallback": str(exc)}).encode())
+                return
             try:
                 with deferring(self.resident, False):
                     reply: dict = {"result": tools.call(self.resident.memory(), name, args or {})}
@@ -289,7 +295,7 @@ class Server:
         if why:
             send(conn, b"X", json.dumps({"fallback": why}).encode())
             return
-        _, argv = client._home_in(argv)  # the socket already chose this store
+        _, argv = client.home_in(argv)  # the socket already chose this store
         wait = "--wait" in argv[:_command_at(argv)] or bool((request.get("env") or {}).get("BM_WAIT"))
         tty = request.get("tty") or {}
         with self.resident.lock:
@@ -321,7 +327,14 @@ class Server:
             return None
         except (BrokenPipeError, ConnectionError, EOFError):
             return None
-        except Exception as exc:  # a bug in a command: the client gets one line, the log the rest
+        except Exception as exc:
+            if not out.sent and type(exc).__module__.partition(".")[0] in ("apsw", "lmdb"):
+                # the store's files failed under the open store (e.g. a damaged index): the
+                # client runs the command itself, which opens them afresh and says what to do
+                log.warning("bm %s: %s: the client runs it itself", argv[:1], exc)
+                send(conn, b"X", json.dumps({"fallback": f"{type(exc).__name__}: {exc}"}).encode())
+                return None
+            # a bug in a command: the client gets one line, the log the rest
             log.exception("unexpected error running bm %s", " ".join(argv)[:200])
             err.pending.clear()
             err.write(f"Error: internal error in the bm daemon: {type(exc).__name__}: {exc} "

@@ -217,6 +217,8 @@ class Daemon:
         cfg = mem.config
         self.mem = mem
         self.reopen = reopen  # opens the store again (None: never)
+        self.paths = cfg.paths
+        self.open_error: str | None = None
         # held while this loop uses the store: the socket server and the worker take it too
         self.guard = guard if guard is not None else threading.RLock()
         self._store_sig = store_signature(cfg.paths)
@@ -399,20 +401,27 @@ class Daemon:
 
     def maybe_reopen(self) -> None:
         """Open the store again if `bm rebuild` replaced its index or `bm config set` changed
-        its config (two stats).  Call it holding ``guard``."""
+        its config (two stats).  Call it holding ``guard``.  If it cannot be opened (say a
+        broken config.toml), ``mem`` is None and ``open_error`` says why until the files
+        change again: the daemon keeps running, commands run in their own processes (which
+        report the error) and nothing syncs."""
         if self.reopen is None:
             return
-        sig = store_signature(self.mem.config.paths)
-        if sig == self._store_sig:
+        sig = store_signature(self.paths)
+        if sig == self._store_sig and (self.mem is not None or self.open_error):
             return
-        log.info("the store's index or config changed (bm rebuild, bm config set?): reopening the store")
-        self.mem.close()
+        self._store_sig = sig
+        if self.mem is not None:
+            log.info("the store's index or config changed (bm rebuild, bm config set?): reopening the store")
+            self.mem.close()
+            self.mem = None
         try:
             self.mem = self.reopen()
-        except BaseException:  # e.g. a config the store cannot open with: exit with its error
-            self.mem = None
-            raise
-        self._store_sig = store_signature(self.mem.config.paths)
+        except BMError as exc:
+            self.open_error = _short(exc)
+            log.error("cannot open the store (%s); waiting until its files change", self.open_error)
+            return
+        self.open_error = None
         self.intervals = _intervals(self.mem.config)
         now = self.clock()
         for sched in self.schedules.values():
@@ -428,6 +437,8 @@ class Daemon:
         """Run every due step; returns how long to sleep before the next look."""
         with self.guard:
             self.maybe_reopen()
+        if self.mem is None:
+            return self.poll
         remotes = self.remotes.current()
         names = {getattr(r, "name", None) or repr(r) for r in remotes}
         for gone in set(self.schedules) - names:
