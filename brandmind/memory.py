@@ -177,7 +177,7 @@ class Memory:
                              "agent": payload["agent"]})
         self.store.catch_up()
         if extract and deferred:
-            return {**self.get(payload["id"]), "extract": {"queued": 1}}
+            return {**self.get(payload["id"]), "extract": {**_queued_report(), "queued": 1}}
         if extract:
             from .extract import Turn  # lazy: only `remember --extract` needs the extractors
             from .extract.run import extract_turns
@@ -399,10 +399,15 @@ class Memory:
         if queue is not None:
             report.pop("_beads", None)
             report.pop("_fresh", None)
-            report["extract"] = {"queued": report.pop("_jobs", 0)}
+            report.update(_queued_report(), extract={"queued": report.pop("_jobs", 0)})
         elif extract:
             from .extract.run import extract_after_ingest  # lazy: only extraction needs it
 
             extract_after_ingest(self.store, report, user=user, agent=agent)
         return report
 
+
+def _queued_report() -> dict:
+    """The counts of an extraction that was queued (brandmind/backlog.py): nothing yet."""
+    return {"facts": {"added": 0, "confirmed": 0, "updated": 0, "contradicted": 0},
+            "llm": {"calls": 0, "tokens": 0, "capped": False}}

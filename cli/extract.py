@@ -6,6 +6,8 @@ from typing import Any
 
 def facts_summary(facts: dict, llm: dict | None, extract: dict | None) -> str:
     """ "facts: 3 added, 1 confirmed, 0 updated, 0 contradicted (LLM: 2 calls, 3100 tokens)"."""
+    if extract and "queued" in extract:  # the daemon's backlog runs it (brandmind/backlog.py)
+        return f"extraction queued ({extract['queued']} job(s); `bm queue` shows them)"
     line = "facts: " + ", ".join(f"{facts.get(k, 0)} {k}" for k in ("added", "confirmed", "updated", "contradicted"))
     extra = []
     if extract and extract.get("extractor", "rules") != "rules":

@@ -197,7 +197,7 @@ def test_extraction_is_queued_with_the_turns_and_run_later(mem, bm_home, tmp_pat
     with mem.store.deferring_vectors():
         report = mem.ingest(talk(), user="ann", extract=True)
         r = mem.remember("I prefer window seats", user="ann", extract=True)
-    assert report["extract"] == {"queued": 1} and r["extract"] == {"queued": 1}
+    assert report["extract"] == {"queued": 1} and r["extract"]["queued"] == 1 and report["facts"]["added"] == 0
     assert "_beads" not in report and facts_of(mem) == []
     assert mem.log.job_counts() == {"queued": 2, "done": 0, "total": 2}
     backlog.drain(lambda: mem.store)
@@ -285,3 +285,19 @@ def test_cli_queue_and_the_recall_note(bm, store):
     out = res.json()
     assert out["embedded"] == 6 and out["jobs"] == 1 and out["vectors_pending"] == 0 and out["jobs_queued"] == 0
     assert "not yet vectorised" not in bm("recall", "green tea", "-u", "ann").err
+
+
+def test_cli_write_with_extract_says_it_was_queued(bm, store, monkeypatch):
+    """A command run by a daemon whose requests defer (cli/serve.py) prints the queued job."""
+    from brandmind.store import Store
+
+    monkeypatch.setattr(Store, "deferring", property(lambda self: True))
+    from brandmind.cli.extract import facts_summary
+
+    res = bm("remember", "I live in Lisbon", "-u", "ann", "--extract")
+    assert res.code == 0 and res.json()["extract"] == {"queued": 1}, res
+    assert facts_summary(res.json()["facts"], None, {"queued": 1}).startswith("extraction queued (1 job(s)")
+    res = bm("ingest", "-", "-u", "ann", "--extract", input="\n".join(talk()) + "\n")
+    assert res.code == 0 and res.json()["extract"] == {"queued": 1}, res
+    res = bm("remember", "I work at Acme", "-u", "ann", "--extract", "--json")
+    assert res.code == 0 and res.json()["extract"] == {"queued": 1}, res
