@@ -1,13 +1,12 @@
 """`bm queue`: the backlog of work accepted now and done later (brandmind/backlog.py): vectors
 waiting to be made, extraction jobs queued or failing; `bm queue run` does it in the foreground.
 
-A daemon that runs a worker (sync/worker.py) sets ``WORKER`` in its process: `bm queue` then
-adds the worker's live counters, and `bm queue run` waits for the worker instead of competing
-with it for the store.
+A daemon that runs a worker (sync/worker.py) sets ``WORKER`` in its process (cli/resident.py):
+`bm queue` then shows the worker's live counters too.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Any
 
 import typer
 
@@ -42,33 +41,22 @@ def queue_show(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
 
 @queue_app.command("run")
-def queue_run(
-    wait: Annotated[bool, typer.Option("--wait", help="With a daemon: wait until its worker has done the backlog (else it is only woken).")] = False,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", help="With --wait: give up after this many seconds (exit 1).", min=0)] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Do the backlog now, in this process: embed every waiting memory, then run every
-    queued extraction (also those that kept failing); a failing one stops it (exit 1, the
-    job stays queued).  For a store whose daemon is down; with a daemon, its worker is
-    woken (and --wait waits until it is done).
+def queue_run(as_json: JsonOpt = False) -> None:
+    """Do the backlog now and return when it is done: embed every waiting memory, then run
+    every queued extraction (also those that kept failing); a failing one stops it (exit 1,
+    the job stays queued).  With a daemon running the work is done there (a batch its
+    worker is embedding meanwhile is not done twice: only rows still waiting are filled).
 
     \b
     Examples:
       bm queue run
-      bm queue run --wait --timeout 60
+      bm queue run --json | jq .vectors_pending
     """
-    from brandmind.errors import BMError
+    from brandmind import backlog
 
+    with open_store() as mem:
+        store = mem.store
+        out = {**backlog.drain(lambda: store), **backlog.status(store)}
     if WORKER is not None:
-        WORKER.wake()
-        if wait and not WORKER.drain(timeout):
-            raise BMError(f"the backlog was not done within {timeout:g} s",
-                          hint="see `bm queue` for what is left and the last error")
-        out: dict = {"waited": wait, **WORKER.status()}
-    else:
-        from brandmind import backlog
-
-        with open_store() as mem:
-            store = mem.store
-            out = {**backlog.drain(lambda: store), **backlog.status(store)}
+        out = {**WORKER.status(), **out}
     emit(out, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title="bm queue run"))

@@ -22,6 +22,7 @@ class Resident:
         self.lock = daemon.guard
         self.worker = worker
         self._memory: Any = None
+        self._seq: int | None = daemon.mem.log.own_seq() if daemon.mem is not None else None
 
     @property
     def store(self) -> Any:
@@ -64,7 +65,13 @@ class Resident:
         return nullcontext()
 
     def wrote(self) -> None:
-        if self.worker is not None:
+        """After a request: wake the worker if the op log grew (this or another process)."""
+        store = self.store
+        if self.worker is None or store is None:
+            return
+        seq = store.log.own_seq()
+        if seq != self._seq:
+            self._seq = seq
             self.worker.wake()
 
     def status(self) -> dict | None:
@@ -73,16 +80,16 @@ class Resident:
 
 def start_services(daemon: Any) -> Callable[[], None]:
     """Start the worker and the socket server for ``daemon``'s store; returns their stop."""
+    from brandmind.sync.worker import Worker
+
     from .serve import Server
 
-    try:  # TEMP until sync/worker.py lands
-        from brandmind.sync.worker import Worker
-        worker = Worker(lambda: daemon.mem, daemon.guard)
-    except ImportError:
-        worker = None
+    from . import queue
+
+    worker = Worker(lambda: daemon.mem, daemon.guard)
     resident = Resident(daemon, worker)
-    if worker is not None:
-        worker.start()
+    worker.start()
+    queue.WORKER = worker  # `bm queue` run by the server shows the worker's counters
     server = Server(resident, daemon.mem.config.paths.state_dir).start()
 
     def stop() -> None:

@@ -283,7 +283,7 @@ class Server:
                     reply: dict = {"result": tools.call(self.resident.memory(), name, args or {})}
             except BMError as exc:
                 reply = {"error": {"message": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}}
-        self.resident.wrote()
+            self.resident.wrote()
         send(conn, b"T", json.dumps(reply, default=str).encode())
 
     # -- a CLI command --------------------------------------------------------------------
@@ -300,7 +300,7 @@ class Server:
         tty = request.get("tty") or {}
         with self.resident.lock:
             code = self._run(conn, request, argv, tty, wait)
-        self.resident.wrote()
+            self.resident.wrote()
         if code is not None:
             send(conn, b"X", json.dumps({"code": code}).encode())
 
