@@ -201,7 +201,9 @@ def job_step(get_store: GetStore, lock: ContextManager[Any] | None = None, *, st
                 with get_store().write() as t:
                     t.update_job(seq, job)
         with lock:
-            return _store_job_facts(get_store(), seq, job)
+            store = get_store()
+            with store.deferring_vectors():  # the facts' vectors (cached) land in rowid order
+                return _store_job_facts(store, seq, job)
     except Exception as exc:
         _fail(get_store, lock, seq, job, exc)
         raise
@@ -245,17 +247,13 @@ def drain(get_store: GetStore, lock: ContextManager[Any] | None = None, *, stuck
     done = {"embedded": 0, "jobs": 0, "facts": 0}
     while True:
         taken, filled = vector_step(get_store, lock)
-        if not taken:
-            break
-        done["embedded"] += filled
+        if taken:
+            done["embedded"] += filled
+        else:
+            report = job_step(get_store, lock, stuck=stuck)
+            if report is None:
+                return done
+            done["jobs"] += 1
+            done["facts"] += sum(report.get("facts", {}).values())
         if progress:
             progress(done)
-    while True:
-        report = job_step(get_store, lock, stuck=stuck)
-        if report is None:
-            break
-        done["jobs"] += 1
-        done["facts"] += sum(report.get("facts", {}).values())
-        if progress:
-            progress(done)
-    return done

@@ -33,6 +33,7 @@ from .opcheck import check as check_op
 from .oplog import BlobStore, OpLog
 from .projection import apply_sql_side
 from .sqlstore import SQLStore
+from .storage.memories import has_pending
 from .storage.search import SearchIndex
 
 Progress = Callable[[int, int], None]  # (done, total)
@@ -155,14 +156,22 @@ class Store:
         """Whether this thread defers vectors (``deferring_vectors``)."""
         return bool(getattr(self._local, "defer", False))
 
+    def deferred_vector(self, raw: bytes | None) -> bytes | None:
+        """While deferring: a cached vector is used at once only when no memory waits for
+        one, so vectors land in rowid order (the in-memory matrix then only appends);
+        otherwise the memory waits its turn and the backlog takes the vector from the cache."""
+        if raw is None or len(raw) != 4 * self.sql.dim or has_pending(self.sql):
+            return None
+        return raw
+
     def vector_for(self, text: str) -> bytes | None:
         """The vector of ``text``: from the log's vector cache, else embedded and cached
         (None when this thread defers vectors: the backlog makes it)."""
         raw = self.log.cached_vector(self.sql.model, text)
+        if self.deferring:
+            return self.deferred_vector(raw)
         if raw is not None and len(raw) == 4 * self.sql.dim:
             return raw
-        if self.deferring:
-            return None
         vec = self.embed_docs([text])[0].tobytes()
         with self.log.write() as t:
             t.cache_vector(self.sql.model, text, vec)
@@ -191,12 +200,10 @@ class Store:
             deferring = self.deferring
 
             def vector_for(text: str) -> bytes | None:
+                if deferring and text in vectors:  # known: no second cache read
+                    return self.deferred_vector(vectors[text])
                 vec = vectors.get(text)
-                if vec is not None:
-                    return vec
-                if deferring and text in vectors:  # known to be uncached: made later
-                    return None
-                return self.vector_for(text)
+                return vec if vec is not None else self.vector_for(text)
 
         # arrival order, each replica's ops in seq order (brandmind/replication.py)
         n = replication.catch_up(self.log, self.sql, vector_for, progress, apply=apply_sql_side, fresh=fresh)

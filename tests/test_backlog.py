@@ -81,10 +81,16 @@ def test_rebuild_and_reindex_make_the_waiting_vectors(mem):
     assert counts(mem) == (10, 10, 0)
     with mem.store.deferring_vectors():
         mem.ingest(turns(5, start=10), user="ann")
-        mem.admin.rebuild()  # deferring: they still wait in the rebuilt index
-    assert counts(mem) == (15, 10, 5) and mem.sql.integrity() == []
+        mem.admin.rebuild()  # deferring: every memory waits its turn in the rebuilt index
+    assert counts(mem) == (15, 0, 15) and mem.sql.integrity() == []
+    emb = mem.store.embedder
+    emb.texts.clear()
+    backlog.drain(lambda: mem.store)
+    assert counts(mem) == (15, 15, 0) and len(emb.texts) == 5  # the others came from the cache
+    with mem.store.deferring_vectors():
+        mem.ingest(turns(5, start=15), user="ann")
     mem.admin.reindex()
-    assert counts(mem) == (15, 15, 0) and mem.sql.integrity() == []
+    assert counts(mem) == (20, 20, 0) and mem.sql.integrity() == []
 
 
 def test_forget_wins_over_a_batch_in_flight(mem):
@@ -301,3 +307,15 @@ def test_cli_write_with_extract_says_it_was_queued(bm, store, monkeypatch):
     assert res.code == 0 and res.json()["extract"] == {"queued": 1}, res
     res = bm("remember", "I work at Acme", "-u", "ann", "--extract", "--json")
     assert res.code == 0 and res.json()["extract"] == {"queued": 1}, res
+
+
+def test_while_deferring_vectors_land_in_rowid_order(mem):
+    """A cached text (said before, or a fact the extraction embedded) waits its turn while
+    other memories wait: the backlog fills in rowid order, so no matrix needs a late merge."""
+    with mem.store.deferring_vectors():
+        mem.ingest(talk(), user="ann", extract=True)
+        mem.ingest([json.dumps({"role": "user", "thread": "u", "content": "I love green tea."})] * 3, user="ann")
+        assert counts(mem) == (9, 0, 9)
+    backlog.drain(lambda: mem.store)
+    assert counts(mem)[2] == 0 and counts(mem)[0] > 9  # the facts are in too
+    assert mem.sql.conn.execute("SELECT count(*) FROM vec_late").fetchone()[0] == 0

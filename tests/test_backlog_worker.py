@@ -69,8 +69,8 @@ def test_the_worker_embeds_while_requests_write_and_recall(store):
     assert worker.drain(60)
     st = worker.status()
     worker.stop()
-    # texts said before have a cached vector at once: the worker embeds the others
-    assert st["running"] and st["accepted"] == 10 and 0 < st["embedded"] < 1000
+    # every turn got its vector from the worker (texts said before: from the cache, in turn)
+    assert st["running"] and st["accepted"] == 10 and st["embedded"] >= 1000
     assert st["vectors_pending"] == 0 and st["jobs_queued"] == 0 and st["jobs_done"] == 2
     assert st["failures"] == 0 and st["last_error"] is None
     s = state(mem)

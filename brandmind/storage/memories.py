@@ -196,6 +196,11 @@ def pending_count(sql: "SQLStore") -> int:
     return sql.conn.execute("SELECT count(*) FROM vec_pending").fetchone()[0]
 
 
+def has_pending(sql: "SQLStore") -> bool:
+    """Whether any memory waits for its vector."""
+    return sql.conn.execute("SELECT 1 FROM vec_pending LIMIT 1").fetchone() is not None
+
+
 def pending_batch(sql: "SQLStore", n: int) -> list[tuple[int, str]]:
     """``(rowid, text)`` of the first ``n`` memories waiting for a vector, in rowid order."""
     return sql.conn.execute(

@@ -320,10 +320,10 @@ class VectorMatrix:
             rows += [r for r in late if r[0] in keep]
         self.late_seq = hi
         if rows:
-            self._add(rows, dim, merge=bool(late))
+            self._add(rows, dim)
         return True
 
-    def _add(self, rows: list[tuple], dim: int, *, merge: bool) -> None:
+    def _add(self, rows: list[tuple], dim: int) -> None:
         rowids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
         if len(rows) > 1 and not bool(np.all(rowids[1:] > rowids[:-1])):
             # vec0 returns each user partition in turn: keep the matrix in rowid order
@@ -331,16 +331,20 @@ class VectorMatrix:
             rows = [rows[i] for i in order]
             rowids = rowids[order]
         vecs = np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(len(rows), dim)
-        self.rowids = np.concatenate([self.rowids, rowids])
-        self.vectors = vecs.copy() if self.vectors.size == 0 else np.vstack([self.vectors, vecs])
-        self.users = np.concatenate([self.users, np.array([r[2] for r in rows], object)])
-        self.agents = np.concatenate([self.agents, np.array([r[3] for r in rows], object)])
-        self.types = np.concatenate([self.types, np.array([r[4] for r in rows], object)])
-        self.created = np.concatenate([self.created, np.array([r[5] for r in rows], np.int64)])
-        if merge and len(self.rowids) > 1 and not bool(np.all(self.rowids[1:] > self.rowids[:-1])):
-            order = np.argsort(self.rowids, kind="stable")  # late vectors go to their rowid's place
-            for name in ("rowids", "vectors", "users", "agents", "types", "created"):
-                setattr(self, name, getattr(self, name)[order])
+        cols = {"rowids": rowids, "vectors": vecs, "users": np.array([r[2] for r in rows], object),
+                "agents": np.array([r[3] for r in rows], object), "types": np.array([r[4] for r in rows], object),
+                "created": np.array([r[5] for r in rows], np.int64)}
+        if len(self.rowids) and rowids[0] < self.rowids[-1]:  # late vectors: each to its rowid's place
+            pos = np.searchsorted(self.rowids, rowids)
+            for name, values in cols.items():
+                setattr(self, name, np.insert(getattr(self, name), pos, values, axis=0))
+        elif self.vectors.size == 0:
+            self.rowids, self.vectors = rowids, vecs.copy()
+            for name in ("users", "agents", "types", "created"):
+                setattr(self, name, cols[name])
+        else:
+            for name, values in cols.items():
+                setattr(self, name, np.concatenate([getattr(self, name), values]))
         self.max_rowid = int(self.rowids[-1])
         self._user_masks.clear()
 
