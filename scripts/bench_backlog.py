@@ -138,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     root = Path(tempfile.mkdtemp(prefix="bm-bench-backlog-", dir=args.dir))
     try:
-        for name in args.only.split(","):
-            home = root / name
+        for i, name in enumerate(args.only.split(",")):
+            home = root / f"{i}-{name}"
             if name == "accept":
                 out = accept(home, args.n, args.batch, args.embedder or "hash")
             elif name == "singles":
