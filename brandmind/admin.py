@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import blocks
+from . import backlog, blocks
 from .errors import BMError
 from .opcheck import problem, quarantined
 from .projection import apply_log_side, apply_sql_side
@@ -123,6 +123,11 @@ class Admin:
         behind = store.log.last_arrival() - store.sql.applied()
         check("index up to date", behind == 0, f"{behind} op(s) not applied" if behind else "all ops applied",
               "run `bm rebuild`")
+        lag = backlog.status(store)  # work accepted by the daemon and not done yet
+        check("backlog", not lag["jobs_stuck"],
+              f"{lag['vectors_pending']} vector(s) waiting, {lag['jobs_queued']} extraction job(s) queued"
+              + (f", {lag['jobs_failing']} failing: {lag['last_error']}" if lag["jobs_failing"] else ""),
+              "`bm queue run` retries them in the foreground (see the error above)")
         bad = quarantined(store.sql)  # ops of the log that are skipped, not applied
         check("quarantined ops", not bad,
               "; ".join(f"{x['op_id']} ({x['kind']}): {x['error']}" for x in bad[:5])

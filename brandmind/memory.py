@@ -156,7 +156,9 @@ class Memory:
         """Store one memory; returns it as recall would.  ``extract``: then also extract
         atomic facts from the text (config ``extractor``; "I" is the user) and store them
         with reconciliation; the returned memory gets the report under ``"extract"`` (see
-        :meth:`extract`)."""
+        :meth:`extract`).  While the store defers vectors (``store.deferring_vectors()``: the
+        daemon) the vector is made later and the extraction queued (``"extract": {"queued": 1}``;
+        see brandmind/backlog.py)."""
         text = validate.text(text, limit=self.config.max_memory_chars)
         payload = {
             "id": new_id("m"), "text": text, "type": validate.memory_type(type),
@@ -383,6 +385,9 @@ class Memory:
         extractor fails (e.g. Ollama is down) the messages stay stored and no fact is.
         ``dry_run`` stores nothing and calls no LLM: it reports what would be ingested and,
         with ``extract``, the estimated LLM calls and tokens (rules: the facts found).
+        While the store defers vectors (``store.deferring_vectors()``: the daemon), the
+        vectors are made later and the extraction is queued with each batch of turns
+        (``extract: {"queued": jobs}``; see brandmind/backlog.py).
         """
         from . import ingesting  # lazy: loaded by the calls that need it, not by every cold `bm recall`
         user = self.store.user(user)

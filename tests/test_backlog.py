@@ -183,6 +183,23 @@ def test_doctor_counts_waiting_memories(mem):
     assert mem.sql.integrity() == ["1 memories but 0 vectors"]
 
 
+def test_doctor_reports_the_backlog(mem, monkeypatch):
+    with mem.store.deferring_vectors():
+        mem.ingest(talk(), user="ann", extract=True)
+    check = next(c for c in mem.admin.doctor() if c["check"] == "backlog")
+    assert check["ok"] and check["detail"] == "6 vector(s) waiting, 1 extraction job(s) queued"
+
+    def broken(*a, **k):
+        raise RuntimeError("extractor down")
+
+    monkeypatch.setattr(backlog, "extract_facts", broken)
+    monkeypatch.setattr(backlog, "MAX_ATTEMPTS", 1)
+    with pytest.raises(RuntimeError):
+        backlog.job_step(lambda: mem.store)
+    check = next(c for c in mem.admin.doctor() if c["check"] == "backlog")
+    assert not check["ok"] and "extractor down" in check["detail"] and "bm queue run" in check["hint"]
+
+
 # -- extraction queue -------------------------------------------------------------------------------
 def facts_of(mem: Memory) -> list[tuple]:
     return mem.sql.conn.execute(

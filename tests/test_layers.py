@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("store", ["store"]),
     ("domain", ["beads", "scoring", "recall", "query", "factrules", "facts", "graph", "blocks", "personas", "skills",
                 "workspace_files", "workspace_index", "workspace", "privacy", "context", "consolidate",
-                "forgetting", "exchange", "extract.run", "ingesting", "admin", "backlog"]),
+                "forgetting", "exchange", "extract.run", "ingesting", "backlog", "admin"]),
     ("facade", ["memory", ""]),
 ]
 HEAVY = {"numpy", "apsw", "lmdb", "onnxruntime", "onnx", "pycrdt", "boto3", "botocore", "sqlite_vec",
