@@ -265,6 +265,20 @@ def call_tool(name: str, args: dict, *, home: str | None = None) -> Any:
     return reply.get("result")
 
 
+def daemon_status(home: str | None = None) -> dict:
+    """What the daemon's server says about itself (socket, requests served, the worker);
+    NoDaemon when none answers."""
+    sock = connect(home)
+    try:
+        send(sock, b"R", json.dumps({"v": 1, "kind": "status"}).encode())
+        kind, data = recv(sock)
+    except (EOFError, ConnectionError, ValueError) as exc:
+        raise NoDaemon(f"the daemon went away: {exc}") from None
+    finally:
+        sock.close()
+    return json.loads(data).get("result") or {}
+
+
 def main() -> None:
     """The `bm` / `brandmind` entry point: the daemon when it runs, else this process."""
     argv = sys.argv[1:]

@@ -97,6 +97,14 @@ class _Kept:
         return None
 
 
+def _check_resident(kwargs: dict) -> None:
+    """The resident store serves a command that opens it like this (it is open already, and
+    ``check_model=False`` only relaxes a check it passed); else RunLocally."""
+    other = sorted(k for k, v in kwargs.items() if not (k == "check_model" and v is False))
+    if other:
+        raise RunLocally(f"opens the store with {', '.join(other)}")
+
+
 NO_STORE_HINT = ("nothing is stored there yet: `bm remember TEXT`, `bm ingest FILE` or `bm init` creates it; "
                  "or point BM_HOME / --home at an existing store")
 
@@ -108,8 +116,7 @@ def open_store(*, if_missing: str = "error", **kwargs: Any) -> Any:
     empty store, with a note on stderr, so that an agent loop's first `bm context` works
     and a mistyped BM_HOME still shows."""
     if resident.mem is not None:
-        if kwargs:
-            raise RunLocally(f"opens the store with {', '.join(sorted(kwargs))}")
+        _check_resident(kwargs)
         return _Kept(resident.mem)
     from brandmind.errors import StoreMissing
     from brandmind.memory import Memory
@@ -154,8 +161,7 @@ def store_for_writing(**kwargs: Any) -> Iterator[Any]:
     A store this command created and left empty (it failed, or was a dry run) is removed
     again, so only a write that happened leaves a store behind."""
     if resident.mem is not None:
-        if kwargs:
-            raise RunLocally(f"opens the store with {', '.join(sorted(kwargs))}")
+        _check_resident(kwargs)
         yield resident.mem
         return
     import shutil

@@ -98,6 +98,13 @@ def status(as_json: JsonOpt = False) -> None:
     from brandmind.sync import daemon
 
     st = daemon.state()
+    if st["running"]:
+        from .client import NoDaemon, daemon_status
+
+        try:
+            st["serving"] = daemon_status()
+        except NoDaemon:
+            st["serving"] = None
     if wants_json(as_json):
         emit_json(st)
         return
@@ -130,6 +137,13 @@ def _human(st: dict) -> dict:
         rows["next pull"] = when(st.get("next_pull_at"))
         if st.get("retry_at"):
             rows["backing off until"] = st["retry_at"]
+    serving = st.get("serving")
+    if serving:
+        rows["socket"] = serving["socket"]
+        rows["requests"] = f"{serving['served']} served ({serving['ran_in_client']} ran in the client)"
+        worker = serving.get("worker") or {}
+        rows["backlog"] = (f"{worker.get('vectors_pending', 0)} vectors, {worker.get('jobs_queued', 0)} "
+                           f"extractions waiting; {worker.get('embedded', 0)} embedded since start")
     rows["log"] = st["log"]
     return rows
 

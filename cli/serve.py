@@ -184,6 +184,7 @@ class Server:
         self.sock: socket.socket | None = None
         self.stopping = False
         self.served = 0
+        self.declined = 0
 
     def start(self) -> "Server":
         install_routers()
@@ -208,6 +209,7 @@ class Server:
             log.warning("warm-up failed: %s", exc)
 
     def stop(self) -> None:
+        log.info("served %d requests (%d handed back to the client)", self.served, self.declined)
         self.stopping = True
         if self.sock is not None:
             try:
@@ -240,6 +242,9 @@ class Server:
                 request = json.loads(data)
                 if not isinstance(request, dict) or request.get("v") != 1:
                     raise ValueError("not a version-1 request")
+                if request.get("kind") == "status":
+                    send(conn, b"T", json.dumps({"result": self.status()}, default=str).encode())
+                    return
                 self.served += 1
                 if request.get("kind") == "tool":
                     self._tool(conn, request)
@@ -254,6 +259,11 @@ class Server:
             except Exception:  # a bug: log it, keep serving the others
                 log.exception("unexpected error serving a request")
 
+    def status(self) -> dict:
+        """For `bm daemon status`: the socket, requests served and handed back, the worker."""
+        return {"socket": str(self.path), "served": self.served, "ran_in_client": self.declined,
+                "worker": self.resident.status()}
+
     def _declined(self, request: dict) -> str | None:
         theirs = config_env(request.get("env") or {})
         if theirs != self.env:
@@ -261,11 +271,17 @@ class Server:
             return "the daemon runs with other BM_ settings: " + ", ".join(sorted({k for k, _ in diff}))
         return None
 
+    def _fallback(self, conn: socket.socket, why: str) -> None:
+        """Tell the client to run it itself (counted: `bm daemon status` shows how often)."""
+        self.declined += 1
+        log.debug("handed back to the client: %s", why)
+        send(conn, b"X", json.dumps({"fallback": why}).encode())
+
     # -- a tool call ----------------------------------------------------------------------
     def _tool(self, conn: socket.socket, request: dict) -> None:
         why = self._declined(request)
         if why:
-            send(conn, b"X", json.dumps({"fallback": why}).encode())
+            self._fallback(conn, why)
             return
         from brandmind.errors import BMError
 
@@ -276,7 +292,7 @@ class Server:
             try:
                 self.resident.refresh()
             except common.RunLocally as exc:
-                send(conn, b"X", json.dumps({"fallback": str(exc)}).encode())
+                self._fallback(conn, str(exc))
                 return
             try:
                 with deferring(self.resident, False):
@@ -293,7 +309,7 @@ class Server:
             raise ValueError("argv is not a list of strings")
         why = self._declined(request) or ("runs in the calling process" if client.runs_locally(argv) else None)
         if why:
-            send(conn, b"X", json.dumps({"fallback": why}).encode())
+            self._fallback(conn, why)
             return
         _, argv = client.home_in(argv)  # the socket already chose this store
         wait = "--wait" in argv[:_command_at(argv)] or bool((request.get("env") or {}).get("BM_WAIT"))
@@ -323,7 +339,7 @@ class Server:
             err.flush()
             return code
         except common.RunLocally as exc:
-            send(conn, b"X", json.dumps({"fallback": str(exc)}).encode())
+            self._fallback(conn, str(exc))
             return None
         except (BrokenPipeError, ConnectionError, EOFError):
             return None
@@ -332,7 +348,7 @@ class Server:
                 # the store's files failed under the open store (e.g. a damaged index): the
                 # client runs the command itself, which opens them afresh and says what to do
                 log.warning("bm %s: %s: the client runs it itself", argv[:1], exc)
-                send(conn, b"X", json.dumps({"fallback": f"{type(exc).__name__}: {exc}"}).encode())
+                self._fallback(conn, f"{type(exc).__name__}: {exc}")
                 return None
             # a bug in a command: the client gets one line, the log the rest
             log.exception("unexpected error running bm %s", " ".join(argv)[:200])

@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +31,8 @@ import pytest
 
 VIA_DAEMON = os.environ.get("BM_TEST_VIA_DAEMON") == "1"
 BM_CMD = [sys.executable, "-m", "brandmind.cli.client" if VIA_DAEMON else "brandmind.cli.app"]
-_DAEMONS: set[str] = set()
+_DAEMONS: dict[str, subprocess.Popen] = {}
+_STOPPING: list[subprocess.Popen] = []
 
 
 def ensure_daemon() -> None:
@@ -38,19 +40,42 @@ def ensure_daemon() -> None:
     home = os.environ.get("BM_HOME", "")
     if not VIA_DAEMON or home in _DAEMONS or not (Path(home) / "data" / "log.lmdb" / "data.mdb").exists():
         return
-    proc = subprocess.run([sys.executable, "-m", "brandmind.cli.app", "daemon", "start"],
-                          capture_output=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr.decode()
-    _DAEMONS.add(home)
+    from brandmind.cli.client import NoDaemon, daemon_status
+
+    # `bm daemon run --detached` itself (what `bm daemon start` spawns), ready once it answers
+    proc = subprocess.Popen([sys.executable, "-m", "brandmind.cli.app", "daemon", "run", "--detached"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            daemon_status(home)
+            break
+        except NoDaemon:
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "the daemon did not answer within 60 s"
+            time.sleep(0.02)
+    _DAEMONS[home] = proc
 
 
 @pytest.fixture(autouse=VIA_DAEMON)
 def _stop_daemons():
     yield
     for home in list(_DAEMONS):
-        subprocess.run([sys.executable, "-m", "brandmind.cli.app", "daemon", "stop"],
-                       capture_output=True, timeout=60, env={**os.environ, "BM_HOME": home})
-        _DAEMONS.discard(home)
+        if os.environ.get("BM_TEST_SERVED_LOG"):  # tests/test_service.py: were commands served?
+            from brandmind.cli.client import NoDaemon, daemon_status
+
+            try:
+                counts = daemon_status(home)
+            except NoDaemon:
+                counts = {"served": 0, "ran_in_client": 0}
+            with open(os.environ["BM_TEST_SERVED_LOG"], "a") as fh:
+                fh.write(json.dumps({k: counts.get(k) for k in ("served", "ran_in_client")}) + "\n")
+        proc = _DAEMONS.pop(home)
+        proc.terminate()  # SIGTERM: it finishes the request under way and exits
+        _STOPPING.append(proc)
+    while len(_STOPPING) > 4:  # reap the ones that exited meanwhile; never more than a few linger
+        _STOPPING.pop(0).wait(60)
 _SETTINGS = ("BM_HOME", "BM_EMBEDDER", "BM_OLLAMA_HOST", "BM_OLLAMA_MODEL", "BM_USER",
              "BM_BLOB_THRESHOLD", "BM_MAX_MEMORY_CHARS", "BM_EXTRACTOR", "BM_LLM_MODEL",
              "BM_LLM_MAX_CALLS", "BM_LLM_MAX_TOKENS", "BM_SYNC_PUSH_INTERVAL", "BM_SYNC_PUSH_AFTER_OPS",
