@@ -207,6 +207,15 @@ class Server:
                 mem.context("warm up", budget=200)
         except Exception as exc:  # a cold first command is all it costs
             log.warning("warm-up failed: %s", exc)
+        try:  # the graph remotes `bm recall --remote` asks: imported and connected once
+            from brandmind.sync.assist import assist_remotes
+
+            with self.resident.lock:
+                store = self.resident.store
+            assist_remotes(store, forced=False)
+            assist_remotes(store, forced=True)
+        except Exception as exc:  # e.g. no graph remote configured (NotFound), or it is down
+            log.debug("no graph remote warmed up: %s", exc)
 
     def stop(self) -> None:
         log.info("served %d requests (%d handed back to the client)", self.served, self.declined)

@@ -180,13 +180,31 @@ def assist_remotes(store: Any, *, forced: bool) -> list[Any]:
     from .config import load_remotes
     from .remotes import open_remote
 
+    path = Path(data_dir) / "remotes.toml"
+    try:
+        st = path.stat()
+        key: tuple | None = (str(path), st.st_mtime_ns, st.st_size, forced, id(store))
+    except OSError:
+        key = None
+    cached = _OPENED.get(key) if key is not None else None
+    if cached is not None:
+        return cached
     configs = [c for _, c in sorted(load_remotes(data_dir).items()) if c.mirror and (forced or c.assist)]
     if forced and not configs:
         from brandmind.errors import NotFound
 
         raise NotFound("--remote: this store has no zep or graphiti remote",
                        hint="add one: `bm remote add zep --api-key-env ZEP_API_KEY` or `bm remote add graphiti --host H`")
-    return [open_remote(store, c) for c in configs]
+    opened = [open_remote(store, c) for c in configs]
+    if key is not None:
+        _OPENED.clear()  # one set of open remotes per process: the store's, as configured now
+        _OPENED[key] = opened
+    return opened
+
+
+# the remotes assist_remotes opened, kept while remotes.toml and the store stay the same: a
+# resident daemon answers `bm recall --remote` on warm clients (connections, imports)
+_OPENED: dict[tuple, list[Any]] = {}
 
 
 def recall_with_remote(mem: Any, query: str, *, k: int | None = None, user: str | None = None,

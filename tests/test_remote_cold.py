@@ -213,3 +213,26 @@ def test_a_cold_recall_remote_imports_no_graphiti_falkordb_or_redis(cli_store):
     assert "brandmind.sync.falkor_search" in imported
     heavy = sorted(m for m in imported if m.split(".")[0] in ("graphiti_core", "falkordb", "redis"))
     assert heavy == [], heavy
+
+
+def test_recall_remote_through_the_daemon_answers_on_warm_clients(cli_store):
+    """With `bm daemon` up, `bm recall --remote` from a shell is answered by the daemon, whose
+    graph remote is imported and connected once (cli/serve.py warm-up, sync/assist.py)."""
+    from brandmind.cli.client import daemon_status
+
+    assert cli_store
+    assert run_bm("daemon", "start").code == 0  # (its first pull brings graphiti's own fact home)
+    try:
+        for _ in range(3):
+            proc = subprocess.run([sys.executable, "-m", "brandmind.cli.client", "recall", "where does ann live",
+                                   "-u", "ann", "--remote", "--json"], capture_output=True, text=True, timeout=120,
+                                  env=os.environ.copy())
+            assert proc.returncode == 0, proc.stderr[-2000:]
+            assert "local results only" not in proc.stderr and "note:" not in proc.stderr, proc.stderr
+            lisbon = [r for r in json.loads(proc.stdout) if "Lisbon" in r["text"]]
+            assert len(lisbon) == 1 and any(p.get("source") == "graphiti" and p.get("remote") == "graph"
+                                            for p in lisbon[0]["provenance"]), lisbon  # the remote answered
+        st = daemon_status()
+        assert st["served"] - st["ran_in_client"] == 3, st
+    finally:
+        assert run_bm("daemon", "stop").code == 0
