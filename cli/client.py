@@ -9,6 +9,7 @@ The wire protocol (``cli/serve.py`` is the other side) is a stream of frames on 
 socket: one type byte, a 4-byte big-endian length, the payload.
 
 client -> daemon  ``R`` request (JSON), ``I`` a chunk of stdin (empty: end of stdin)
+(over loopback TCP the first frame is ``H``, the token from ``<state>/bm.port``)
 daemon -> client  ``A`` accepted (the command started), ``O`` stdout bytes, ``E`` stderr
                   bytes, ``N`` the command reads stdin, ``X`` done (JSON: ``{"code": n}``, or
                   ``{"fallback": why}``: run it locally), ``T`` a tool's result (JSON)
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 HEADER = struct.Struct(">cI")
 MAX_FRAME = 64 << 20
 SOCKET_NAME = "bm.sock"
+PORT_FILE = "bm.port"  # {"port", "token", "pid"}, mode 0600: the loopback TCP alternative
 # commands that always run in the calling process: the daemon's own controls, servers with
 # their own lifetime, an editor on this terminal, and everything about the shell itself
 LOCAL = {"daemon", "mcp"}
@@ -43,7 +45,7 @@ LOCAL_PAIRS = {("block", "edit"), ("hooks", "install"), ("hooks", "uninstall")}
 LOCAL_FLAGS = {"-h", "--help", "-V", "--version", "--install-completion", "--show-completion"}
 # the environment variables a request carries (config overrides; paths are the socket's)
 PASS_ENV = ("TERM", "COLORTERM", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES", "EDITOR", "VISUAL")
-NOT_CONFIG = {"BM_HOME", "BM_NO_DAEMON", "BM_WAIT"}
+NOT_CONFIG = {"BM_HOME", "BM_NO_DAEMON", "BM_WAIT", "BM_SOCKET"}
 
 
 class NoDaemon(Exception):
@@ -131,14 +133,30 @@ def recv(sock: Any) -> tuple[bytes, bytes]:
 
 
 def connect(home: str | None = None) -> Any:
-    """A connection to the daemon of the store (``home`` or BM_HOME); NoDaemon if none."""
-    path = socket_path(state_dir(home))
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    """A connection to the daemon of the store (``home`` or BM_HOME); NoDaemon if none.
+    Its Unix socket, else (where a daemon had none: ``BM_SOCKET=tcp``, or no AF_UNIX) the
+    loopback port in ``<state>/bm.port``, whose token the first frame (``H``) proves."""
+    state = state_dir(home)
+    if hasattr(socket, "AF_UNIX"):
+        path = socket_path(state)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(path)
+            return sock
+        except OSError:
+            sock.close()
     try:
-        sock.connect(path)
-    except OSError:
+        with open(os.path.join(state, PORT_FILE), "rb") as fh:
+            where = json.loads(fh.read())
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    except (OSError, ValueError):
+        raise NoDaemon(state) from None
+    try:
+        sock.connect(("127.0.0.1", int(where["port"])))
+        send(sock, b"H", str(where["token"]).encode())
+    except (OSError, KeyError, TypeError, ValueError):
         sock.close()
-        raise NoDaemon(str(path)) from None
+        raise NoDaemon(state) from None
     return sock
 
 

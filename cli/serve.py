@@ -28,7 +28,7 @@ import struct
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import client
 from .client import recv, send
@@ -179,7 +179,9 @@ class Server:
 
     def __init__(self, resident: Any, state_dir: Path) -> None:
         self.resident = resident
+        self.state_dir = Path(state_dir)
         self.path = Path(client.socket_path(state_dir))
+        self.token: str | None = None  # set when serving loopback TCP
         self.env = config_env(os.environ)
         self.sock: socket.socket | None = None
         self.stopping = False
@@ -188,7 +190,11 @@ class Server:
 
     def start(self) -> "Server":
         install_routers()
-        self.sock = bind(self.path)
+        if hasattr(socket, "AF_UNIX") and os.environ.get("BM_SOCKET", "unix") != "tcp":
+            self.sock = bind(self.path)
+        else:  # no Unix sockets here (or asked for TCP): loopback, a token in a 0600 file
+            self.sock, self.token = bind_tcp(self.state_dir)
+            self.path = self.state_dir / client.PORT_FILE
         threading.Thread(target=self._accept, name="bm-serve", daemon=True).start()
         threading.Thread(target=self._warm_up, name="bm-warm-up", daemon=True).start()
         log.info("serving bm commands and MCP tool calls on %s", self.path)
@@ -242,8 +248,7 @@ class Server:
     def _serve(self, conn: socket.socket) -> None:
         with conn:
             try:
-                if not same_user(conn):
-                    log.warning("refused a connection from another user")
+                if not self._allowed(conn):
                     return
                 kind, data = recv(conn)
                 if kind != b"R" or len(data) > MAX_REQUEST:
@@ -267,6 +272,21 @@ class Server:
                 log.warning("closed a connection that sent a bad request: %s", exc)
             except Exception:  # a bug: log it, keep serving the others
                 log.exception("unexpected error serving a request")
+
+    def _allowed(self, conn: socket.socket) -> bool:
+        """The peer is this user (Unix socket), or knows the token (loopback TCP)."""
+        if self.token is None:
+            if same_user(conn):
+                return True
+            log.warning("refused a connection from another user")
+            return False
+        import hmac
+
+        kind, data = recv(conn)
+        if kind == b"H" and hmac.compare_digest(data, self.token.encode()):
+            return True
+        log.warning("refused a loopback connection without the token")
+        return False
 
     def status(self) -> dict:
         """For `bm daemon status`: the socket, requests served and handed back, the worker."""
@@ -427,6 +447,25 @@ def bind(path: Path) -> socket.socket:
     os.chmod(path, 0o600)
     sock.listen(64)
     return sock
+
+
+def bind_tcp(state_dir: Path) -> tuple[socket.socket, str]:
+    """Listen on a random loopback port; its number and a fresh token go to
+    ``<state>/bm.port`` (mode 0600, written whole): only this user can read them."""
+    import secrets
+
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    token = secrets.token_hex(32)
+    path = state_dir / client.PORT_FILE
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump({"port": sock.getsockname()[1], "token": token, "pid": os.getpid()}, fh)
+    os.replace(tmp, path)
+    return sock, token
 
 
 def same_user(conn: socket.socket) -> bool:

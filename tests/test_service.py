@@ -394,3 +394,30 @@ def test_wait_returns_once_the_vectors_exist(store: Path, daemon: int) -> None:
     assert res.code == 0
     # found at once by keyword, vectorised or not
     assert "kayaks" in json.loads(bm("recall", "kayaks", "-u", "ann", "-k", "1").stdout)[0]["text"]
+
+
+def test_loopback_tcp_with_a_token_where_there_are_no_unix_sockets(store: Path) -> None:
+    """BM_SOCKET=tcp (what a system without AF_UNIX gets): a random loopback port, its token
+    in a 0600 file; the client finds both; a connection without the token is refused."""
+    proc = local("daemon", "start", env={"BM_SOCKET": "tcp"})
+    assert proc.returncode == 0, proc.stderr
+    try:
+        port_file = Path(client.state_dir()) / client.PORT_FILE
+        assert (port_file.stat().st_mode & 0o777) == 0o600
+        assert not Path(client.socket_path(client.state_dir())).exists()
+        assert bm("remember", "over tcp", "-u", "ann").returncode == 0
+        assert json.loads(bm("recall", "over tcp", "-u", "ann", "-k", "1").stdout)[0]["text"] == "over tcp"
+        assert served() == 2
+        where = json.loads(port_file.read_text())
+        for hello in (b"", frame(b"H", b"wrong token"), frame(b"R", json.dumps({"v": 1, "kind": "status"}).encode())):
+            with socket.create_connection(("127.0.0.1", where["port"]), timeout=10) as s:
+                s.sendall(hello)
+                s.shutdown(socket.SHUT_WR)
+                try:
+                    assert s.recv(100) == b""  # closed unanswered
+                except ConnectionResetError:
+                    pass
+        assert served() == 2
+    finally:
+        local("daemon", "stop")
+    assert not port_file.exists()
