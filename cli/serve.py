@@ -341,7 +341,8 @@ class Server:
             self._fallback(conn, why)
             return
         _, argv = client.home_in(argv)  # the socket already chose this store
-        wait = "--wait" in argv[:_command_at(argv)] or bool((request.get("env") or {}).get("BM_WAIT"))
+        wait_env = str((request.get("env") or {}).get("BM_WAIT", "")).strip().lower()
+        wait = "--wait" in argv[:_command_at(argv)] or wait_env not in ("", "0", "false", "no", "off")
         tty = request.get("tty") or {}
         with self.resident.lock:
             code = self._run(conn, request, argv, tty, wait)
