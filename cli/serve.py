@@ -319,6 +319,8 @@ class Server:
         name, args = request.get("name"), request.get("args")
         with self.resident.lock:
             try:
+                if self.stopping:
+                    raise common.RunLocally("the daemon is stopping")
                 self.resident.refresh()
             except common.RunLocally as exc:
                 self._fallback(conn, str(exc))
@@ -360,6 +362,8 @@ class Server:
         output.terminal.set(request.get("env") or {}, request.get("columns"))
         try:
             os.chdir(request.get("cwd") or "/")
+            if self.stopping:
+                raise common.RunLocally("the daemon is stopping")
             self.resident.refresh()
             common.resident.mem = self.resident.memory()
             send(conn, b"A")
