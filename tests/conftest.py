@@ -223,6 +223,19 @@ def bm(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
     return run
 
 
+def drain_pty(master: int) -> bytes:
+    """Everything written to a pseudo-terminal until its last writer closed it."""
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the other side is closed
+            return out
+        if not chunk:
+            return out
+        out += chunk
+
+
 def open_memory():
     """The store under the current BM_HOME through the Python API."""
     from brandmind.memory import Memory

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import wheelbuild
-from conftest import assert_error, run_bm
+from conftest import assert_error, drain_pty, run_bm
 from falkor import SKIP_REASON, falkor_binaries
 from falkor import falkordb  # noqa: F401 - a fixture
 
@@ -311,15 +311,7 @@ def test_the_first_model_build_says_so_on_a_terminal_only(tmp_path):
     try:
         first = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=slave, timeout=300)
         os.close(slave)
-        said = b""
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            said += chunk
+        said = drain_pty(master)
     finally:
         os.close(master)
     assert first.returncode == 0

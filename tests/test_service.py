@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_error, open_memory
+from conftest import assert_error, drain_pty, open_memory
 
 from brandmind.cli import client
 
@@ -195,15 +195,7 @@ def test_a_terminal_gets_the_same_table(store: Path, daemon: int) -> None:
         proc = subprocess.Popen([*CLIENT, "memories", "list", "-u", "ann"], stdin=slave, stdout=slave, stderr=slave,
                                 env={**os.environ, "TERM": "xterm-256color", **env})
         os.close(slave)
-        out = b""
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            out += chunk
+        out = drain_pty(master)
         proc.wait(60)
         os.close(master)
         return out
