@@ -170,7 +170,8 @@ def test_built_wheel_installs_into_a_fresh_venv_and_runs(tmp_path, built_wheel):
     top = next(n for n in names if n.endswith(".dist-info/top_level.txt"))
     assert zipfile.ZipFile(wheel).read(top).decode().split() == ["brandmind"]
     entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert "bm = brandmind.cli.app:main" in entry and "brandmind = brandmind.cli.app:main" in entry
+    # the entry point is the thin client: the daemon when one serves the store, else cli.app
+    assert "bm = brandmind.cli.client:main" in entry and "brandmind = brandmind.cli.client:main" in entry
 
     assert {"brandmind/embed/model/model.safetensors", "brandmind/embed/model/tokenizer.json"} <= set(names)
 
