@@ -48,15 +48,29 @@ def ms(values: list[float]) -> dict:
             "max": round(max(values) * 1000, 1)}
 
 
+def interpreter(script: str) -> str:
+    """The Python a console script runs on (its ``#!`` line), else this one."""
+    try:
+        with open(script, "rb") as fh:
+            first = fh.readline().decode("utf-8", "replace").strip()
+    except OSError:
+        return sys.executable
+    path = first[2:].strip().split()[0] if first.startswith("#!") and first[2:].strip() else ""
+    return path if path and os.path.isfile(path) else sys.executable
+
+
 class Shell:
     """`bm` commands against one store (``home``), as a shell script runs them.  The environment
     is the caller's without any ``BM_*`` variable (so the real default embedder), plus
     ``BM_HOME`` and ``extra``."""
 
+    BM: str | None = None  # --bm: another installation's `bm` (e.g. a wheel in a fresh venv)
+
     def __init__(self, home: Path, extra: dict | None = None) -> None:
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
-        self.bm = bmcmd.find_bm("bench")
+        self.bm = self.BM or bmcmd.find_bm("bench")
+        self.python = interpreter(self.bm)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("BM_") or k == "BM_CACHE_DIR"}
         self.env.update({"BM_HOME": str(self.home), "GRAPHITI_TELEMETRY_ENABLED": "false", **(extra or {})})
         self.env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -86,8 +100,8 @@ class Shell:
         return out
 
     def floor(self) -> float:
-        """``python -c pass``: the interpreter's own start, the floor of any `bm` command."""
-        return self.timed([sys.executable, "-c", "pass"])["wall"]
+        """``python -c pass`` (the interpreter `bm` runs on): its own start, the floor of any `bm` command."""
+        return self.timed([self.python, "-c", "pass"])["wall"]
 
     def json(self, *args: str, **kw: Any) -> Any:
         return json.loads(self.run(*args, **kw)["stdout"])
