@@ -106,8 +106,10 @@ def test_live_zep(): pass
 '''
 
 
-@pytest.mark.parametrize("ci", ["true", ""])
-def test_in_ci_a_skip_fails_unless_its_reason_is_allowed(tmp_path, ci):
+@pytest.mark.parametrize("ci,workers", [("true", "0"), ("", "0"), ("true", "2")])
+def test_in_ci_a_skip_fails_unless_its_reason_is_allowed(tmp_path, ci, workers):
+    """Also with the suite's two xdist workers (pyproject addopts): the workers' reports go
+    through the same guard."""
     (tmp_path / "conftest.py").write_text(textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(TESTS)!r})
@@ -118,7 +120,8 @@ def test_in_ci_a_skip_fails_unless_its_reason_is_allowed(tmp_path, ci):
     (tmp_path / "test_module_skip.py").write_text('import pytest\npytest.importorskip("no_such_pkg_bm")\n'
                                                   'def test_x(): pass\n')
     env = {**os.environ, "CI": ci}
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-ra", str(tmp_path)],
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-ra", "-n", workers,
+                          str(tmp_path)],
                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     out = res.stdout + res.stderr
     if ci:
