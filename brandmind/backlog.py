@@ -50,6 +50,8 @@ def pending(store: "Store", user: str | None = None) -> int:
     """How many memories (of ``user``, or of all) wait for their vector."""
     if user is None:
         return memories.pending_count(store.sql)
+    if not memories.has_pending(store.sql):  # the usual case: one row lookup, not a user's index walk
+        return 0
     return memories.pending_where(store.sql, "m.user_id = ?", [user])
 
 

@@ -210,7 +210,9 @@ def pending_batch(sql: "SQLStore", n: int) -> list[tuple[int, str]]:
 
 def pending_where(sql: "SQLStore", where: str, args: list) -> int:
     """How many memories passing ``where`` (alias ``m``) wait for a vector."""
-    return sql.conn.execute(f"SELECT count(*) FROM vec_pending p JOIN memories m ON m.rowid = p.rowid "
+    # CROSS JOIN: SQLite keeps vec_pending (a backlog, small) as the outer loop, instead of
+    # walking the user's index over every memory (~8 ms at 100,000)
+    return sql.conn.execute(f"SELECT count(*) FROM vec_pending p CROSS JOIN memories m ON m.rowid = p.rowid "
                             f"WHERE {where}", args).fetchone()[0]
 
 
