@@ -251,9 +251,9 @@ class Server:
                 if not self._allowed(conn):
                     return
                 kind, data = recv(conn)
-                if kind != b"R" or len(data) > MAX_REQUEST:
+                if kind not in (b"R", b"C") or len(data) > MAX_REQUEST:
                     raise ValueError("not a request frame")
-                request = json.loads(data)
+                request = client.unpack_command(data) if kind == b"C" else json.loads(data)
                 if not isinstance(request, dict) or request.get("v") != 1:
                     raise ValueError("not a version-1 request")
                 if request.get("kind") == "status":
@@ -304,7 +304,7 @@ class Server:
         """Tell the client to run it itself (counted: `bm daemon status` shows how often)."""
         self.declined += 1
         log.debug("handed back to the client: %s", why)
-        send(conn, b"X", json.dumps({"fallback": why}).encode())
+        send(conn, b"X", b"fallback:" + why.encode("utf-8", "replace"))
 
     # -- a tool call ----------------------------------------------------------------------
     def _tool(self, conn: socket.socket, request: dict) -> None:
@@ -350,7 +350,7 @@ class Server:
             code = self._run(conn, request, argv, tty, wait)
             self.resident.wrote()
         if code is not None:
-            send(conn, b"X", json.dumps({"code": code}).encode())
+            send(conn, b"X", str(code).encode())
 
     def _run(self, conn: socket.socket, request: dict, argv: list[str], tty: dict, wait: bool) -> int | None:
         from . import common, output

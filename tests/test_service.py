@@ -104,9 +104,7 @@ def cli_request(argv: list[str], stdin: bytes = b"") -> tuple[int, bytes, bytes]
     sock = client.connect()
     out, err = [], []
     try:
-        req = {"v": 1, "kind": "cli", "argv": argv, "cwd": os.getcwd(), "env": client.request_env(),
-               "tty": {"stdin": False, "stdout": False, "stderr": False}, "columns": None}
-        client.send(sock, b"R", json.dumps(req).encode())
+        client.send(sock, b"C", client.pack_command(argv, os.getcwd(), client.request_env(), {}, None))
         while True:
             kind, data = client.recv(sock)
             if kind == b"N":
@@ -117,9 +115,8 @@ def cli_request(argv: list[str], stdin: bytes = b"") -> tuple[int, bytes, bytes]
             elif kind == b"E":
                 err.append(data)
             elif kind == b"X":
-                reply = json.loads(data)
-                assert "fallback" not in reply, reply
-                return reply["code"], b"".join(out), b"".join(err)
+                assert not data.startswith(b"fallback:"), data
+                return int(data), b"".join(out), b"".join(err)
     finally:
         sock.close()
 
@@ -216,6 +213,17 @@ def test_settings_that_differ_run_in_the_client(store: Path, daemon: int) -> Non
     assert json.loads(res.out)[0]["text"] == "Bob likes tea", res
     after = status()
     assert after["ran_in_client"] == st["ran_in_client"] + 1
+
+
+def test_the_command_frame_round_trips_any_argument() -> None:
+    argv = ["recall", "naïve café", "", "--x=y", "a\nb", "\udcff bytes that were not UTF-8", "=", "-u", "ann"]
+    env = {"BM_USER": "ann=bob", "TERM": "xterm", "EMPTY": ""}
+    tty = {"stdin": True, "stdout": False, "stderr": True}
+    back = client.unpack_command(client.pack_command(argv, "/tmp/a b", env, tty, 120))
+    assert back == {"v": 1, "kind": "cli", "argv": argv, "cwd": "/tmp/a b", "columns": 120, "tty": tty, "env": env}
+    for bad in (b"", b"2\0/\0\0000\0" + b"0", b"1\0/\0\0000\0" + b"3\0a", b"1\0/\0\0000\0" + b"0\0NOEQUALS"):
+        with pytest.raises(ValueError):
+            client.unpack_command(bad)
 
 
 # ------------------------------------------------------------------------------ concurrency

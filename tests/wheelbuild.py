@@ -20,7 +20,7 @@ def copy_source(dest: Path) -> Path:
     for name in ("pyproject.toml", "README.md", "LICENSE", "setup.cfg", "MANIFEST.in"):
         if (ROOT / name).exists():
             shutil.copy2(ROOT / name, src / name)
-    for name in ("_backend", "brandmind", "cli", "sync"):
+    for name in ("_backend", "bin", "brandmind", "cli", "sync"):
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, src / name, ignore=ignore)
     return src
