@@ -227,6 +227,7 @@ def serve_http(token: str, port: int = 0, host: str = "127.0.0.1", user: str | N
         sock.close()
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
                          hint="choose another --port, or 0 for any free one") from None
+    sock.listen(128)  # before saying so: a client that connects at once waits in the backlog
     port = sock.getsockname()[1]
     backend = Backend(user)
     app = http_app(build(backend), token, port)
