@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import bmcmd  # scripts/bmcmd.py: this folder is on sys.path when a script runs
+from bench_speed import pct  # q-th percentile, linear interpolation (the one every bench uses)
 
 
 def log(msg: str) -> None:
@@ -26,17 +27,6 @@ def log(msg: str) -> None:
 
 def load() -> float:
     return round(os.getloadavg()[0], 2)
-
-
-def pct(values: list[float], q: float) -> float:
-    """q-th percentile (0-100), linear interpolation (as scripts/bench_speed.py)."""
-    s = sorted(values)
-    if len(s) == 1:
-        return s[0]
-    pos = (len(s) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def ms(values: list[float]) -> dict:
