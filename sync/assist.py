@@ -183,7 +183,7 @@ def assist_remotes(store: Any, *, forced: bool) -> list[Any]:
     path = Path(data_dir) / "remotes.toml"
     try:
         st = path.stat()
-        key: tuple | None = (str(path), st.st_mtime_ns, st.st_size, forced, id(store))
+        key: tuple | None = (str(path), st.st_mtime_ns, st.st_size, id(store), forced)
     except OSError:
         key = None
     cached = _OPENED.get(key) if key is not None else None
@@ -197,7 +197,10 @@ def assist_remotes(store: Any, *, forced: bool) -> list[Any]:
                        hint="add one: `bm remote add zep --api-key-env ZEP_API_KEY` or `bm remote add graphiti --host H`")
     opened = [open_remote(store, c) for c in configs]
     if key is not None:
-        _OPENED.clear()  # one set of open remotes per process: the store's, as configured now
+        # the store's remotes as configured now (assisting and forced sets side by side);
+        # those of an older remotes.toml or a closed store go
+        for old in [k for k in _OPENED if k[:4] != key[:4]]:
+            del _OPENED[old]
         _OPENED[key] = opened
     return opened
 
