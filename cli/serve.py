@@ -300,6 +300,14 @@ class Server:
             return "the daemon runs with other BM_ settings: " + ", ".join(sorted({k for k, _ in diff}))
         return None
 
+    def _ready(self) -> None:
+        """Call holding the lock: the resident store, current and sound; RunLocally if not."""
+        from .common import RunLocally
+
+        if self.stopping:
+            raise RunLocally("the daemon is stopping")
+        self.resident.refresh()
+
     def _fallback(self, conn: socket.socket, why: str) -> None:
         """Tell the client to run it itself (counted: `bm daemon status` shows how often)."""
         self.declined += 1
@@ -319,15 +327,12 @@ class Server:
         name, args = request.get("name"), request.get("args")
         with self.resident.lock:
             try:
-                if self.stopping:
-                    raise common.RunLocally("the daemon is stopping")
-                self.resident.refresh()
+                self._ready()
             except common.RunLocally as exc:
                 self._fallback(conn, str(exc))
                 return
-            try:
-                with deferring(self.resident, False):
-                    reply: dict = {"result": tools.call(self.resident.memory(), name, args or {})}
+            try:  # a tool's write embeds now (an agent's next call may well recall it)
+                reply: dict = {"result": tools.call(self.resident.memory(), name, args or {})}
             except BMError as exc:
                 reply = {"error": {"message": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}}
             self.resident.wrote()
@@ -362,12 +367,10 @@ class Server:
         output.terminal.set(request.get("env") or {}, request.get("columns"))
         try:
             os.chdir(request.get("cwd") or "/")
-            if self.stopping:
-                raise common.RunLocally("the daemon is stopping")
-            self.resident.refresh()
+            self._ready()
             common.resident.mem = self.resident.memory()
             send(conn, b"A")
-            with deferring(self.resident, not wait):
+            with self.resident.deferring(not wait):
                 code = main(argv)
             out.flush()
             err.flush()
@@ -407,19 +410,6 @@ def _command_at(argv: list[str]) -> int:
         if not arg.startswith("-"):
             return i
     return len(argv)
-
-
-class deferring:
-    """Vectors of what this request writes are made by the worker (``defer``), or now."""
-
-    def __init__(self, resident: Any, defer: bool) -> None:
-        self.inner = resident.deferring(defer)
-
-    def __enter__(self) -> None:
-        self.inner.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.inner.__exit__(*exc)
 
 
 def config_env(env: Any) -> dict[str, str]:
