@@ -44,12 +44,11 @@ from . import scoring
 from .scoring import Candidate, Signals, Weights
 from .storage import graph as kg
 from .storage import search
-from .storage.search import (CONCURRENT_MIN_ROWS, STOPWORDS, Filters, SearchIndex, VectorMatrix, keyword_query,
-                             query_words)
+from .storage.search import STOPWORDS, Filters, SearchIndex, keyword_query, query_words
 
 # (re-exported: the lookups and filters are in storage/search.py, the scorer in scoring.py)
-__all__ = ["Searcher", "Query", "Filters", "SearchIndex", "VectorMatrix", "Weights", "STOPWORDS",
-           "CONCURRENT_MIN_ROWS", "keyword_query", "query_words", "searcher"]
+__all__ = ["Searcher", "Query", "Filters", "SearchIndex", "Weights", "STOPWORDS", "keyword_query",
+           "query_words", "searcher"]
 
 POOL = 200             # candidates taken from each of the vector and keyword signals
 GRAPH_SEEDS = 10       # the best candidates whose graph neighbourhood is explored
@@ -178,11 +177,8 @@ class Searcher:
         base scores need."""
         f, w = q.filters, q.weights
         n = max(POOL, 4 * q.k)
-        if self.index.matrix_ready():
-            vec, kw = self.index.both_concurrently(q.text, q.vector, f, n)
-        else:
-            vec = self.index.vector_candidates(q.vector, f, n)
-            kw = self.index.keyword_candidates(q.text, f, n)
+        vec = self.index.vector_candidates(q.vector, f, n)
+        kw = self.index.keyword_candidates(q.text, f, n)
         cos, bm = dict(vec), dict(kw)
         extra = self._recent_and_important(f, w)
         rows = self.index.rows(set(cos) | set(bm) | extra, f)

@@ -23,6 +23,7 @@ from .storage import remote_map as remote_map_schema
 from .storage import skills as skills_schema
 from .storage import converge as converge_schema
 from .storage import memories as memories_schema
+from .storage import recallindex as recallindex_schema
 from .storage import workspace as workspace_schema
 
 
@@ -112,6 +113,8 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0012_quarantine", lambda dim: list(quarantine_schema.SCHEMA)),
     # memories accepted with their vector made later (brandmind/backlog.py, Store.deferring_vectors)
     ("0013_vec_pending", lambda dim: list(memories_schema.PENDING_SCHEMA)),
+    # every memory changed or removed, and every vector made late, for the recall index
+    ("0014_recall_changes", lambda dim: list(recallindex_schema.SCHEMA)),
 ]
 
 # tables that hold this device's own state, not a projection of the op log
@@ -319,21 +322,10 @@ class SQLStore:
             return None
         rowid, text, op_id = row
         c.execute("INSERT INTO memories_fts(memories_fts, rowid, text) VALUES('delete', ?, ?)", (rowid, text))
-        waiting = c.execute("DELETE FROM vec_pending WHERE rowid=? RETURNING rowid", (rowid,)).fetchall()
+        c.execute("DELETE FROM vec_pending WHERE rowid=?", (rowid,))
         c.execute("DELETE FROM memories_vec WHERE rowid=?", (rowid,))
         c.execute("DELETE FROM memories WHERE rowid=?", (rowid,))
-        if not waiting:  # a memory without a vector yet left no vector behind
-            self.bump_generation()
         return op_id
-
-    def generation(self) -> int:
-        """Bumped whenever vectors are removed or replaced; adds leave it alone, so a
-        reader holding vectors in memory knows whether appending new rows is enough."""
-        return int(self.get_meta("vec_generation") or 0)
-
-    def bump_generation(self) -> None:
-        self.conn.execute("INSERT INTO meta VALUES('vec_generation', '1') ON CONFLICT(key) "
-                          "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
 
     def memory_ids(self, where: str = "1", args: tuple = ()) -> list[str]:
         return [r[0] for r in self.conn.execute(f"SELECT id FROM memories WHERE {where}", args)]
@@ -357,13 +349,12 @@ class SQLStore:
         for row, vec in vectors:
             c.execute(VEC_INSERT, (row["rowid"], row["user_id"], vec, row["agent_id"] or "",
                                    row["type"], row["created_at"]))
-        # the memories given a vector here wait no more; the late list restarts with the generation
+        # the memories given a vector here wait no more
         c.execute("DELETE FROM vec_pending WHERE rowid IN (SELECT rowid FROM memories_vec_rowids)")
-        c.execute("DELETE FROM vec_late")
         self.set_meta("embed_model", model)
         self.set_meta("embed_dim", str(dim))
         self.model, self.dim = model, dim
-        self.bump_generation()
+        recallindex_schema.new_epoch(self)  # every recall index file of this database is stale
 
     def integrity(self) -> list[str]:
         problems = []

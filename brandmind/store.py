@@ -101,9 +101,11 @@ class Store:
         if embedder_name:
             self.embedder_name = embedder_name
         self.searcher = SearchIndex(sql)
+        self.searcher.recall_index()  # its recall index is written now, not by the first query
 
     def close(self) -> None:
         if self.sql is not None:
+            self.searcher.close()
             self.sql.close()
         self.log.close()
 

@@ -11,6 +11,7 @@ import pytest
 from brandmind import backlog
 from brandmind.memory import Memory
 from brandmind.storage import memories as mrows
+from brandmind.storage import recallindex
 
 
 # these call `bm` in this process on a backlog made here: a daemon's worker would do it meanwhile
@@ -144,41 +145,21 @@ def test_recall_finds_waiting_memories_by_keyword_and_recency(mem, bm_home):
     assert fresh["id"] in ids
 
 
-def test_a_late_vector_reaches_a_loaded_matrix(mem):
-    """A vector made below the top vector rowid (the matrix extends by rowid) is read from
-    ``vec_late`` by a matrix loaded before it."""
+def test_a_late_vector_reaches_a_loaded_index(mem, monkeypatch):
+    """A vector made after its memory was indexed (listed in ``mem_changes`` when its
+    ``vec_pending`` row goes) reaches an index loaded before it, in place, without a rebuild."""
     with mem.store.deferring_vectors():
         late = mem.remember("zebra crossing near the old mill", user="ann")
     for i in range(3):
         mem.remember(f"filler memory number {i} about gardening", user="ann")  # vectors at once
-    index = mem.store.searcher
-    for _ in range(2):  # the second search loads the matrix
-        mem.recall("gardening", user="ann", k=1)
-    assert index.matrix is not None and len(index.matrix.rowids) == 3
+    mem.recall("gardening", user="ann", k=1)
+    index = mem.store.searcher.index
+    assert index.n == 4 and int(index.cols["has_vec"][:4].sum()) == 3
+    monkeypatch.setattr(recallindex.RecallIndex, "build", lambda self: (_ for _ in ()).throw(AssertionError))
     backlog.drain(lambda: mem.store)
-    assert mem.sql.conn.execute("SELECT count(*) FROM vec_late").fetchone()[0] == 1
-    gen = mem.sql.generation()
     hits = mem.recall("zebra crossing mill", user="ann", k=1)
     assert hits[0]["id"] == late["id"] and hits[0]["signals"]["vector"]["rank"] == 1
-    assert mem.sql.generation() == gen  # no reload needed
-    rowids = index.matrix.rowids
-    assert len(rowids) == 4 and list(rowids) == sorted(rowids)
-
-
-def test_a_matrix_behind_pruned_late_entries_reloads(mem, monkeypatch):
-    monkeypatch.setattr(mrows, "LATE_KEEP", 1)
-    with mem.store.deferring_vectors():
-        a = mem.remember("alpha waits", user="ann")
-        b = mem.remember("beta waits", user="ann")
-    mem.remember("gamma has its vector", user="ann")
-    for _ in range(2):
-        mem.recall("gamma", user="ann", k=1)
-    for _ in range(2):  # one at a time: two late entries, the first pruned
-        backlog.vector_step(lambda: mem.store, n=1)
-    assert mem.sql.conn.execute("SELECT min(seq) FROM vec_late").fetchone()[0] == 2
-    ids = {h["id"] for h in mem.recall("alpha beta waits", user="ann", k=3) if h["signals"]["vector"]["rank"]}
-    assert {a["id"], b["id"]} <= ids
-    assert len(mem.store.searcher.matrix.rowids) == 3
+    assert mem.store.searcher.index is index and index.n == 4 and int(index.cols["has_vec"][:4].sum()) == 4
 
 
 def test_doctor_counts_waiting_memories(mem):
@@ -336,11 +317,10 @@ def test_cli_write_with_extract_says_it_was_queued(bm, store, monkeypatch):
 
 def test_while_deferring_vectors_land_in_rowid_order(mem):
     """A cached text (said before, or a fact the extraction embedded) waits its turn while
-    other memories wait: the backlog fills in rowid order, so no matrix needs a late merge."""
+    other memories wait: the backlog fills in rowid order."""
     with mem.store.deferring_vectors():
         mem.ingest(talk(), user="ann", extract=True)
         mem.ingest([json.dumps({"role": "user", "thread": "u", "content": "I love green tea."})] * 3, user="ann")
         assert counts(mem) == (9, 0, 9)
     backlog.drain(lambda: mem.store)
     assert counts(mem)[2] == 0 and counts(mem)[0] > 9  # the facts are in too
-    assert mem.sql.conn.execute("SELECT count(*) FROM vec_late").fetchone()[0] == 0

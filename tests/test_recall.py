@@ -1,11 +1,12 @@
-"""The in-memory vector matrix follows writes of other processes: appends rows after
-their adds, reloads after their deletes (a stale matrix would return forgotten memories)."""
+"""Recall: the recall index follows writes of other processes (their adds, their deletes: a
+stale index would return forgotten memories), keyword search, and the filters."""
 from __future__ import annotations
 
 import subprocess
 import sys
 
 from brandmind.memory import Memory
+from brandmind.storage import recallindex
 
 
 def _in_other_process(code: str) -> str:
@@ -14,26 +15,53 @@ def _in_other_process(code: str) -> str:
                           text=True).stdout.strip()
 
 
-def test_matrix_extends_on_other_writers_adds_and_reloads_on_their_deletes(store) -> None:
+def test_the_index_follows_other_writers_adds_and_deletes_without_a_rebuild(store, monkeypatch) -> None:
     with Memory() as mem:
         for i in range(30):
             mem.remember(f"note number {i} about gardening and tomatoes")
         mem.recall("gardening")
-        mem.recall("tomatoes")  # the second search in a process loads the matrix
-        matrix = mem.store.searcher.matrix
-        assert matrix is not None and len(matrix.rowids) == 30
+        index = mem.store.searcher.index
+        assert index is not None and index.n == 30 and (mem.store.paths.data_dir / "recall.idx").is_file()
+        monkeypatch.setattr(recallindex.RecallIndex, "build", lambda self: (_ for _ in ()).throw(AssertionError))
 
         new_id = _in_other_process("print(mem.remember('the zebra migration crosses the river')['id'])")
         hits = mem.recall("zebra migration river", k=3)
         assert hits[0]["id"] == new_id and "vector" in hits[0]["signals"]
-        assert mem.store.searcher.matrix is matrix, "an add elsewhere must extend, not reload"
-        assert len(matrix.rowids) == 31
+        assert mem.store.searcher.index is index and index.n == 31
 
         _in_other_process(f"mem.forget({new_id!r})")
         hits = mem.recall("zebra migration river", k=40)
-        assert new_id not in {h["id"] for h in hits}
-        assert mem.store.searcher.matrix is not matrix, "a delete elsewhere must reload"
-        assert len(mem.store.searcher.matrix.rowids) == 30
+        assert new_id not in {h["id"] for h in hits} and len(hits) == 30
+        assert int(index.cols["alive"][:index.n].sum()) == 30
+
+
+def test_a_fresh_process_maps_the_file_instead_of_building(store, monkeypatch) -> None:
+    with Memory() as mem:
+        for i in range(20):
+            mem.remember(f"fact {i}: the lighthouse keeper paints boats")
+        mem.recall("lighthouse")
+        mem.store.searcher.index.persist()
+        mem.remember("the ferry leaves at noon")  # past the file: caught up from SQLite
+    built = []
+    monkeypatch.setattr(recallindex.RecallIndex, "build", lambda self: built.append(1))
+    with Memory() as mem:
+        hits = mem.recall("when does the ferry leave", k=1)
+    assert hits[0]["text"] == "the ferry leaves at noon" and built == []
+
+
+def test_a_change_log_pruned_past_the_file_rebuilds_it(store) -> None:
+    with Memory() as mem:
+        a = mem.remember("the kettle is blue")
+        mem.remember("the toaster is red")
+        mem.recall("kettle")
+        mem.store.searcher.index.persist()
+        mem.forget(a["id"])
+        mem.remember("a third memory to move the log on")
+        mem.sql.conn.execute("DELETE FROM mem_changes")  # as if pruned: the delete is not listed
+        mem.sql.conn.execute("INSERT INTO mem_changes(mem_rowid) VALUES(999999)")
+    with Memory() as mem:
+        ids = {h["id"] for h in mem.recall("what colour is the kettle", k=5)}
+    assert a["id"] not in ids and len(ids) == 2
 
 
 def test_keyword_search_skips_words_found_in_most_memories(store) -> None:

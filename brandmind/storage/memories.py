@@ -182,14 +182,13 @@ VEC_INSERT = ("INSERT INTO memories_vec(rowid, user_id, embedding, agent_id, typ
               "VALUES(?,?,?,?,?,?)")
 
 # A memory stored while vectors are deferred (``Store.deferring_vectors``) has its row and its
-# keywords at once and a ``vec_pending`` row until the backlog embeds it.  ``vec_late`` lists
-# vectors that landed below the highest vector rowid (the in-memory matrix of
-# storage/search.py extends by rowid, so it reads these by ``seq`` instead).
+# keywords at once and a ``vec_pending`` row until the backlog embeds it (deleting that row
+# lists the memory in ``mem_changes``, which the recall index reads: storage/recallindex.py).
+# ``vec_late`` is no longer used (dropped by migration 0014).
 PENDING_SCHEMA = (
     "CREATE TABLE vec_pending(rowid INTEGER PRIMARY KEY)",
     "CREATE TABLE vec_late(seq INTEGER PRIMARY KEY AUTOINCREMENT, mem_rowid INTEGER NOT NULL)",
 )
-LATE_KEEP = 4096  # vec_late rows kept (a reader further behind reloads its matrix)
 
 
 def pending_count(sql: "SQLStore") -> int:
@@ -216,19 +215,12 @@ def pending_where(sql: "SQLStore", where: str, args: list) -> int:
                             f"WHERE {where}", args).fetchone()[0]
 
 
-def top_vector_rowid(sql: "SQLStore") -> int:
-    """The highest rowid holding a vector (sqlite-vec's own rowid table: O(1), where
-    ``max(rowid)`` on the virtual table scans it)."""
-    return sql.conn.execute("SELECT coalesce(max(rowid), 0) FROM memories_vec_rowids").fetchone()[0]
-
-
 def fill_vectors(sql: "SQLStore", items: list[tuple[int, str, bytes]]) -> list[int]:
     """Give the waiting memories their vectors (``(rowid, text, vector)``), in the caller's
     write transaction: only rows still waiting with the same text (a forget or a rebuild
-    in between wins); each one's ``vec_pending`` row goes in the same transaction.  A
-    vector below the highest vector rowid is listed in ``vec_late``.  Returns the rowids filled."""
+    in between wins); each one's ``vec_pending`` row goes in the same transaction (which
+    lists the memory in ``mem_changes`` for the recall index).  Returns the rowids filled."""
     c = sql.conn
-    top = top_vector_rowid(sql)
     done = []
     for rowid, text, vec in items:
         row = c.execute("SELECT m.text, m.user_id, m.agent_id, m.type, m.created_at FROM vec_pending p "
@@ -237,9 +229,5 @@ def fill_vectors(sql: "SQLStore", items: list[tuple[int, str, bytes]]) -> list[i
             continue
         c.execute(VEC_INSERT, (rowid, row[1], vec, row[2] or "", row[3], row[4]))
         c.execute("DELETE FROM vec_pending WHERE rowid = ?", (rowid,))
-        if rowid < top:
-            c.execute("INSERT INTO vec_late(mem_rowid) VALUES(?)", (rowid,))
         done.append(rowid)
-    if done and top:
-        c.execute("DELETE FROM vec_late WHERE seq <= (SELECT max(seq) FROM vec_late) - ?", (LATE_KEEP,))
     return done

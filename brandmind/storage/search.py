@@ -9,13 +9,13 @@ turns, the newest and most important memories) are here too.
 from __future__ import annotations
 
 import re
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..clock import now_millis, parse_time
+from .recallindex import RecallIndex
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sqlstore import SQLStore
@@ -27,9 +27,6 @@ def _marks(items: list) -> str:
 COMMON_SHARE = 0.1     # keyword search skips words found in more than this share of memories
 COMMON_MIN_DOCS = 20   # ... once the store holds at least this many
 MAX_POSTINGS = 20_000  # ... and keeps its rarest words within this many documents in all
-# From this many vectors on, a search runs the keyword query in a second thread while
-# this one scans the matrix (SQLite and numpy's einsum both release the GIL).
-CONCURRENT_MIN_ROWS = 20_000
 STOPWORDS = frozenset("""
 a about above after again against all am an and any are as at be because been before being
 below between both but by can could did do does doing down during each few for from further
@@ -74,38 +71,6 @@ def data_version(sql: "SQLStore") -> int:
 
 def count(sql: "SQLStore") -> int:
     return sql.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
-
-
-def vector_knn(sql: "SQLStore", q: bytes, n: int, where: str, args: list) -> list[tuple[int, float]]:
-    """sqlite-vec's filtered KNN: ``(rowid, distance)``, nearest first (``where`` over the
-    vec0 table's metadata columns)."""
-    return sql.conn.execute(
-        f"SELECT rowid, distance FROM memories_vec WHERE embedding MATCH ? AND k = ? AND {where}",
-        [q, n, *args]).fetchall()
-
-
-def vectors_after(sql: "SQLStore", rowid: int) -> list[tuple]:
-    """``(rowid, embedding, user, agent or '', type, created_at)`` of every vector past ``rowid``.
-
-    The filter columns come from ``memories`` (the same values the vec0 table keeps as
-    metadata; agent NULL there is '' here): reading them out of vec0 row by row cost more
-    than the vectors themselves (1.7 s -> ~0.8 s at 100,000 memories)."""
-    return sql.conn.execute(
-        "SELECT v.rowid, v.embedding, m.user_id, coalesce(m.agent_id, ''), m.type, m.created_at "
-        "FROM memories_vec v JOIN memories m ON m.rowid = v.rowid WHERE v.rowid > ?", (rowid,)).fetchall()
-
-
-def late_vectors(sql: "SQLStore", seq: int) -> tuple[int, int, list[tuple]]:
-    """Vectors made after their memory (brandmind/backlog.py) listed past ``seq`` in
-    ``vec_late``: ``(lowest seq kept, highest seq, rows as vectors_after gives them)``."""
-    lo, hi = sql.conn.execute("SELECT coalesce(min(seq), 0), coalesce(max(seq), 0) FROM vec_late").fetchone()
-    if hi <= seq:
-        return lo, hi, []
-    rows = sql.conn.execute(
-        "SELECT v.rowid, v.embedding, m.user_id, coalesce(m.agent_id, ''), m.type, m.created_at "
-        "FROM (SELECT DISTINCT mem_rowid FROM vec_late WHERE seq > ?) l JOIN memories_vec v ON v.rowid = l.mem_rowid "
-        "JOIN memories m ON m.rowid = v.rowid", (seq,)).fetchall()
-    return lo, hi, rows
 
 
 def vectors_of(sql: "SQLStore", rowids: list[int], chunk: int = 0) -> list[tuple[int, bytes]]:
@@ -288,182 +253,55 @@ def keyword_query(text: str | list[str], op: str = "OR") -> str | None:
     return f" {op} ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
-@dataclass
-class VectorMatrix:
-    """All vectors of the store in memory, with the columns filters need."""
-
-    rowids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
-    users: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
-    agents: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
-    types: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
-    created: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    max_rowid: int = 0
-    late_seq: int = -1  # the last ``vec_late`` entry read (-1: none yet)
-    # user -> boolean row mask; comparing 100,000 Python strings costs ~2 ms a query
-    _user_masks: dict = field(default_factory=dict, repr=False)
-
-    def extend(self, sql: SQLStore, dim: int) -> bool:
-        """Add the vectors stored since: past ``max_rowid``, and those made late below it
-        (``vec_late``).  False: late entries this matrix has not read were pruned (reload)."""
-        fresh = self.late_seq < 0  # a new matrix reads every vector below: only the mark matters
-        lo, hi, late = late_vectors(sql, 1 << 62 if fresh else self.late_seq)
-        if not fresh and lo > self.late_seq + 1:
-            return False
-        rows = vectors_after(sql, self.max_rowid)
-        if late:
-            want = np.fromiter((r[0] for r in late), np.int64, len(late))
-            if len(self.rowids):
-                pos = np.searchsorted(self.rowids, want).clip(0, len(self.rowids) - 1)
-                want = want[self.rowids[pos] != want]
-            keep = set(want.tolist()) - {r[0] for r in rows}
-            rows += [r for r in late if r[0] in keep]
-        self.late_seq = hi
-        if rows:
-            self._add(rows, dim)
-        return True
-
-    def _add(self, rows: list[tuple], dim: int) -> None:
-        rowids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        if len(rows) > 1 and not bool(np.all(rowids[1:] > rowids[:-1])):
-            # vec0 returns each user partition in turn: keep the matrix in rowid order
-            order = np.argsort(rowids, kind="stable")
-            rows = [rows[i] for i in order]
-            rowids = rowids[order]
-        vecs = np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(len(rows), dim)
-        cols = {"rowids": rowids, "vectors": vecs, "users": np.array([r[2] for r in rows], object),
-                "agents": np.array([r[3] for r in rows], object), "types": np.array([r[4] for r in rows], object),
-                "created": np.array([r[5] for r in rows], np.int64)}
-        if len(self.rowids) and rowids[0] < self.rowids[-1]:  # late vectors: each to its rowid's place
-            pos = np.searchsorted(self.rowids, rowids)
-            for name, values in cols.items():
-                setattr(self, name, np.insert(getattr(self, name), pos, values, axis=0))
-        elif self.vectors.size == 0:
-            self.rowids, self.vectors = rowids, vecs.copy()
-            for name in ("users", "agents", "types", "created"):
-                setattr(self, name, cols[name])
-        else:
-            for name, values in cols.items():
-                setattr(self, name, np.concatenate([getattr(self, name), values]))
-        self.max_rowid = int(self.rowids[-1])
-        self._user_masks.clear()
-
-    def cosines(self, rowids: list[int], q: np.ndarray) -> dict[int, float]:
-        """Cosines of the given rows (those in the matrix)."""
-        if not rowids or not len(self.rowids):
-            return {}
-        want = np.asarray(rowids, np.int64)
-        pos = np.searchsorted(self.rowids, want)
-        pos = np.minimum(pos, len(self.rowids) - 1)
-        ok = self.rowids[pos] == want
-        sims = np.einsum("ij,j->i", self.vectors[pos[ok]], q)
-        return {int(r): float(x) for r, x in zip(want[ok], sims)}
-
-    def _user_mask(self, user: str) -> np.ndarray:
-        mask = self._user_masks.get(user)
-        if mask is None:
-            if len(self._user_masks) >= 64:
-                self._user_masks.clear()
-            mask = self._user_masks[user] = self.users == user
-        return mask
-
-    def search(self, q: np.ndarray, f: Filters, n: int) -> list[tuple[int, float]]:
-        if not len(self.rowids):
-            return []
-        mask = self._user_mask(f.user).copy()
-        if f.scope == "global":
-            mask &= self.agents == ""
-        elif f.scope == "agent":
-            mask &= self.agents == f.agent
-        elif f.agent is not None:
-            mask &= (self.agents == f.agent) | (self.agents == "")
-        if f.types:
-            mask &= np.isin(self.types, list(f.types))
-        if f.since is not None:
-            mask &= self.created >= f.since
-        if f.until is not None:
-            mask &= self.created < f.until
-        idx = np.flatnonzero(mask)
-        if not len(idx):
-            return []
-        # einsum, not `@`: BLAS would start its own threads, which fight onnxruntime's
-        # (still spinning right after embedding the query) for the cores - 2-3x slower
-        # on 2 cores.  A small subset is gathered first; a large one is scanned whole
-        # and then picked, which is cheaper than copying most of the matrix.
-        if len(idx) == len(mask):
-            sims = np.einsum("ij,j->i", self.vectors, q)
-        elif 4 * len(idx) < len(mask):
-            sims = np.einsum("ij,j->i", self.vectors[idx], q)
-        else:
-            sims = np.einsum("ij,j->i", self.vectors, q)[idx]
-        n = min(n, len(idx))
-        top = np.argpartition(-sims, n - 1)[:n]
-        top = np.sort(top)  # matrix order is rowid order: equal scores rank by rowid
-        top = top[np.argsort(-sims[top], kind="stable")]
-        return [(int(self.rowids[idx[i]]), float(sims[i])) for i in top]
-
-
 class SearchIndex:
     """Candidates of every lookup signal, with their caches; one per open store."""
 
     def __init__(self, sql: SQLStore) -> None:
         self.sql = sql
-        self.matrix: VectorMatrix | None = None
-        self._data_version = None
+        self.index: RecallIndex | None = None
+        self._data_version: int | None = None
         self._total: tuple[int, int] | None = None  # (data_version, number of memories)
         self._speakers: dict[str, tuple[int, list[str]]] = {}
         self._tokenizer: Any = None
-        self._generation = -1
-        self._searches = 0
-        self._stale = False
+        self._stale = True
 
     def invalidate(self) -> None:
-        """Called after this process wrote: the next vector search brings the matrix up to date."""
+        """Called after this process wrote: the next search brings the index up to date."""
         self._total = None
         self._stale = True
 
+    def close(self) -> None:
+        """Write the recall index file if this process caught up well beyond it."""
+        if self.index is not None:
+            self.index.close()
+
     # -- vector candidates -------------------------------------------------------
-    def vector_candidates(self, q: np.ndarray, f: Filters, n: int) -> list[tuple[int, float]]:
-        self._searches += 1
+    def recall_index(self) -> RecallIndex:
+        """The store's recall index (storage/recallindex.py), up to date with SQLite."""
         version = data_version(self.sql)
-        if self.matrix is not None and (self._stale or version != self._data_version):
-            # this or another connection committed: new rows are appended; removed or
-            # replaced vectors (a forget, a reindex) bump the generation and need a reload
-            if self.sql.generation() == self._generation:
-                self._stale = True
-            else:
-                self.matrix = None
-        if self.matrix is None and self._searches == 1:
-            where, args = f.vec_sql()
-            rows = vector_knn(self.sql, q.astype(np.float32).tobytes(), n, where, args)
-            # equal distances come back in storage order: rank them by rowid, so a
-            # rebuilt store (same rowid order, other layout) answers the same
-            return sorted(((r[0], 1.0 - r[1]) for r in rows), key=lambda x: (-x[1], x[0]))
-        if self.matrix is None:
-            self.matrix = VectorMatrix()
-            self._generation = self.sql.generation()
+        if self.index is None:
+            self.index = RecallIndex(self.sql, self.sql.path.with_name("recall.idx"))
             self._stale = True
-        if self._stale:
-            if not self.matrix.extend(self.sql, self.sql.dim):
-                self.matrix = VectorMatrix()
-                self.matrix.extend(self.sql, self.sql.dim)
-            self._stale = False
-        self._data_version = version
-        return self.matrix.search(q, f, n)
+        if self._stale or version != self._data_version:
+            self.index.refresh()
+            self._data_version, self._stale = version, False
+        return self.index
+
+    def vector_candidates(self, q: np.ndarray, f: Filters, n: int) -> list[tuple[int, float]]:
+        """The ``n`` memories passing ``f`` nearest to ``q``: ``(rowid, cosine)``, best first."""
+        index = self.recall_index()
+        pos, sims = index.nearest(q, index.mask(f), n)
+        return list(zip(index.cols["rowid"][pos].tolist(), sims.tolist()))
 
     def cosines(self, rowids: list[int], q: np.ndarray) -> dict[int, float]:
-        """Cosines of candidates another signal brought (their vectors by rowid)."""
+        """Cosines of candidates another signal brought (0 for those without a vector yet)."""
         if not rowids:
             return {}
-        if self.matrix is not None and not self._stale:
-            out = self.matrix.cosines(rowids, q)
-            rowids = [r for r in rowids if r not in out]
-        else:
-            out = {}
-        if rowids:
-            for rowid, blob in vectors_of(self.sql, rowids):
-                out[rowid] = float(np.frombuffer(blob, np.float32) @ q)
-        return out
+        index = self.recall_index()
+        pos = index.positions(rowids)
+        ok = pos >= 0
+        sims = index.cosines(pos[ok], q)
+        return dict(zip(np.asarray(rowids)[ok].tolist(), sims.tolist()))
 
     # -- keyword candidates ------------------------------------------------------
     def selective_words(self, query: str) -> list[str]:
@@ -509,38 +347,6 @@ class SearchIndex:
             return []
         where, args = f.sql("m")
         return [(r[0], -float(r[1])) for r in keyword_hits(self.sql, match, where, args, n)]
-
-    def matrix_ready(self) -> bool:
-        """Whether the vector search is a scan of an up-to-date matrix (no SQL needed)."""
-        if self.matrix is None or self._stale or len(self.matrix.rowids) < CONCURRENT_MIN_ROWS:
-            return False
-        return data_version(self.sql) == self._data_version
-
-    def both_concurrently(self, query: str, q: np.ndarray, f: Filters, n: int) -> tuple[list, list]:
-        """Keyword query in a helper thread, matrix scan here: ~max instead of sum of the two.
-        The helper thread is the only user of the connection meanwhile."""
-        box: dict[str, Any] = {}
-
-        def keyword() -> None:
-            try:
-                box["kw"] = self.keyword_candidates(query, f, n)
-            except BaseException as exc:  # re-raised in the caller's thread
-                box["error"] = exc
-
-        worker = threading.Thread(target=keyword, name="bm-keyword", daemon=True)
-        worker.start()
-        try:
-            self._searches += 1
-            vec = self.matrix.search(q, f, n)  # type: ignore[union-attr]
-        finally:
-            try:
-                worker.join()
-            except KeyboardInterrupt:
-                worker.join()  # the query takes milliseconds: let it finish before closing
-                raise
-        if "error" in box:
-            raise box["error"]
-        return vec, box["kw"]
 
     def rows(self, rowids: Any, f: Filters) -> dict[int, dict]:
         """The candidates that pass every filter, with the columns ranking needs."""

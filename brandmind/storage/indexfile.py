@@ -1,0 +1,143 @@
+"""The file of the recall index (storage/recallindex.py): a header, the arrays at
+page-aligned offsets (capacity rows each, so appends fit until it is rewritten; unused
+capacity is a hole in a sparse file), then the dictionaries as JSON.  Mapped copy-on-write:
+a process's own changes never reach the file, which is only ever replaced whole (written
+to a temporary name, synced, renamed).  Also the sign codes and the selection of the
+nearest codes the first pass of a vector search uses.
+"""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MAGIC = b"BMRIDX01"
+VERSION = 1
+ALIGN = 4096
+# the small columns: name -> dtype (code and vec are added with the store's dimension)
+COLUMNS = {"rowid": "<i8", "alive": "u1", "has_vec": "u1", "user": "<i4", "agent": "<i4", "type": "<i4",
+           "created": "<i8", "valid_from": "<i8", "valid_to": "<i8", "retired": "<i8", "importance": "<f4",
+           "turn": "u1", "episode": "<i8", "speaker": "<i4", "prev": "<i8", "next": "<i8"}
+
+
+def _layout(cap: int, dim: int) -> tuple[list[tuple[str, str, tuple, int]], int]:
+    """(name, dtype, shape, offset) of every array in a file of capacity ``cap``, and its size."""
+    words = (dim + 63) // 64
+    specs = [(name, dt, (cap,)) for name, dt in COLUMNS.items()]
+    specs += [("code", "<u8", (words, cap)), ("vec", "<f4", (cap, dim))]
+    out, pos = [], ALIGN
+    for name, dt, shape in specs:
+        out.append((name, dt, shape, pos))
+        size = int(np.dtype(dt).itemsize * int(np.prod(shape)))
+        pos += -(-size // ALIGN) * ALIGN
+    return out, pos
+
+
+def _views(buf: Any, cap: int, dim: int) -> dict[str, np.ndarray]:
+    specs, _ = _layout(cap, dim)
+    return {name: np.frombuffer(buf, dt, int(np.prod(shape)), off).reshape(shape)
+            for name, dt, shape, off in specs}
+
+
+def _header(buf: Any) -> dict:
+    if bytes(buf[:8]) != MAGIC:
+        raise ValueError("not a recall index")
+    size = int.from_bytes(bytes(buf[8:16]), "little")
+    if size > ALIGN - 16:
+        raise ValueError("bad header")
+    return json.loads(bytes(buf[16:16 + size]))
+
+
+def signs(vectors: np.ndarray) -> np.ndarray:
+    """Sign bits of ``vectors`` (rows) as uint64 words, one column per vector: (words, rows)."""
+    v = np.atleast_2d(vectors)
+    words = (v.shape[1] + 63) // 64
+    bits = np.packbits(v > 0, axis=1)
+    pad = words * 8 - bits.shape[1]
+    if pad:
+        bits = np.concatenate([bits, np.zeros((len(bits), pad), np.uint8)], axis=1)
+    return np.ascontiguousarray(bits).view("<u8").T
+
+
+class IndexFile:
+    """One index file mapped copy-on-write (``path`` None: anonymous memory)."""
+
+    def __init__(self, buf: Any, header: dict) -> None:
+        self.buf, self.header = buf, header
+        self.cap, self.dim = int(header["capacity"]), int(header["dim"])
+        self.cols = _views(buf, self.cap, self.dim)
+
+    @classmethod
+    def open(cls, path: Path) -> "IndexFile":
+        with open(path, "rb") as fh:
+            buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
+        header = _header(buf)
+        end = _layout(header["capacity"], header["dim"])[1] + int(header.get("dicts_bytes", 0))
+        if header.get("version") != VERSION or len(buf) < end:
+            raise ValueError("unreadable recall index")
+        return cls(buf, header)
+
+    @classmethod
+    def create(cls, path: Path | None, cap: int, dim: int) -> tuple["IndexFile", Any]:
+        """A new, empty, writable index of capacity ``cap``; with ``path``, a file there
+        (returned open: ``finish`` writes the header and renames it into place)."""
+        size = _layout(cap, dim)[1]
+        fh = None
+        if path is not None:
+            fh = open(path, "w+b")
+            fh.truncate(size)  # sparse: unused capacity takes no disk
+            buf = mmap.mmap(fh.fileno(), size)
+        else:
+            buf = mmap.mmap(-1, size)
+        return cls(buf, {"version": VERSION, "capacity": cap, "dim": dim}), fh
+
+    def finish(self, fh: Any, header: dict, final: Path | None) -> None:
+        """Write the header (and, in a file, the dictionaries after the arrays), sync, and
+        rename the file into place."""
+        header = {**header, "version": VERSION, "capacity": self.cap, "dim": self.dim}
+        tail = json.dumps(header.pop("dicts", {}), separators=(",", ":")).encode()
+        header["dicts_bytes"] = len(tail)
+        raw = json.dumps(header, separators=(",", ":")).encode()
+        if len(raw) > ALIGN - 16:
+            raise ValueError("recall index header too large")
+        self.buf[:16 + len(raw)] = MAGIC + len(raw).to_bytes(8, "little") + raw
+        self.header = header
+        if fh is not None:
+            self.buf.flush()
+            fh.seek(_layout(self.cap, self.dim)[1])
+            fh.write(tail)
+            fh.flush()
+            os.fsync(fh.fileno())
+            # from now on this process's changes stay its own (copy-on-write), like a reader's
+            self.buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
+            self.cols = _views(self.buf, self.cap, self.dim)
+            if final is not None:
+                os.replace(fh.name, final)
+            fh.close()
+
+    def dicts(self) -> dict[str, list]:
+        """The dictionaries stored after the arrays (a file's; empty for memory)."""
+        start = _layout(self.cap, self.dim)[1]
+        size = int(self.header.get("dicts_bytes", 0))
+        return json.loads(bytes(self.buf[start:start + size])) if size else {}
+
+
+
+def smallest(dist: np.ndarray, k: int) -> np.ndarray:
+    """Positions of (at least) the ``k`` smallest distances, in position order; the
+    threshold comes from a sample, so no full sort or partition is needed."""
+    n = len(dist)
+    step = max(1, n // 16384)
+    sample = dist[::step]
+    want = min(len(sample) - 1, int(len(sample) * k / n * 1.5) + 1)
+    limit = np.partition(sample, want)[want]
+    idx = np.flatnonzero(dist <= limit)
+    if len(idx) < k:  # the sample was unlucky: exact
+        idx = np.sort(np.argpartition(dist, k - 1)[:k])
+    elif len(idx) > 4 * k:  # far too many (a wide tie): keep the k nearest
+        idx = np.sort(idx[np.argpartition(dist[idx], k - 1)[:k]])
+    return idx

@@ -1,0 +1,533 @@
+"""The recall index: every memory's vector and the columns recall filters and ranks on, as
+arrays in one memory-mapped file (``recall.idx`` beside ``memory.sqlite``), so a search
+neither loads vectors nor fetches rows before it has its final k.
+
+What it holds, one row per memory in rowid order (deleted rows stay, ``alive`` 0, until the
+file is rewritten):
+
+* ``code``: the vector's sign bits (dim / 8 bytes), column-major (one uint64 column per 64
+  dimensions): the first pass of a vector search is a Hamming scan, ~10x cheaper per row
+  than a float32 dot product; the nearest codes are then rescored exactly with ``vec``;
+* ``vec``: the float32 vector (read only for the rows rescored);
+* the filter and ranking columns: user, agent, type (codes into small dictionaries),
+  created_at, valid_from / valid_to / retired_at (bi-temporal validity), importance,
+  whether the memory is a conversation turn, its episode (a 64-bit key) and speaker, and
+  its neighbouring turns in the thread (``prev`` / ``next`` rowids, computed when the row
+  is indexed).
+
+Kept in step with SQLite (itself a projection of the op log): rows past the highest live
+rowid are new; every update or delete of a memory, and every vector that arrives later
+(``vec_pending`` rows deleted by brandmind/backlog.py), is listed by SQLite triggers in
+``mem_changes``; a process reads both in one read transaction and applies them to its
+arrays (the mapping is copy-on-write: the file itself never changes).  The file is
+rewritten whole (a new file, then an atomic rename; readers keep the old inode) when a
+process has caught up more than ``STALE_ROWS`` rows beyond it, when its spare capacity runs
+out, and by ``bm rebuild``.  Its key is the SQLite file's inode plus ``meta.recall_epoch``
+(new when vectors are replaced), so a replaced or re-embedded index is never read with a
+stale file.  Losing the file loses nothing: it is rebuilt from SQLite.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import zlib
+from itertools import islice
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..clock import now_millis
+from .indexfile import COLUMNS, IndexFile, signs, smallest
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..sqlstore import SQLStore
+
+HI = np.iinfo(np.int64).max   # NULL valid_to / retired_at (never ends)
+LO = np.iinfo(np.int64).min   # NULL valid_from (always began)
+CHANGES_KEEP = 1 << 20        # mem_changes rows kept (a file further behind is rebuilt)
+STALE_ROWS = 2048             # rows caught up beyond the file before it is rewritten (or 1%)
+
+SCHEMA = (
+    "CREATE TABLE mem_changes(seq INTEGER PRIMARY KEY AUTOINCREMENT, mem_rowid INTEGER NOT NULL)",
+    "CREATE TRIGGER mem_changes_update AFTER UPDATE ON memories BEGIN "
+    "INSERT INTO mem_changes(mem_rowid) VALUES(new.rowid); END",
+    "CREATE TRIGGER mem_changes_delete AFTER DELETE ON memories BEGIN "
+    "INSERT INTO mem_changes(mem_rowid) VALUES(old.rowid); END",
+    "CREATE TRIGGER mem_changes_vector AFTER DELETE ON vec_pending BEGIN "
+    "INSERT INTO mem_changes(mem_rowid) VALUES(old.rowid); END",
+    f"CREATE TRIGGER mem_changes_prune AFTER INSERT ON mem_changes WHEN new.seq % 4096 = 0 BEGIN "
+    f"DELETE FROM mem_changes WHERE seq <= new.seq - {CHANGES_KEEP}; END",
+    "INSERT OR REPLACE INTO meta VALUES('recall_epoch', lower(hex(randomblob(8))))",
+    "DROP TABLE IF EXISTS vec_late",  # what the in-memory matrix read before this index
+)
+
+DICTS = ("user", "agent", "type", "speaker")
+ROW_SQL = ("SELECT m.rowid, m.user_id, coalesce(m.agent_id, ''), m.type, m.created_at, m.valid_from, m.valid_to, "
+           "m.retired_at, m.importance, m.thread, m.episode, m.speaker FROM memories m")
+
+
+# -- SQL side ------------------------------------------------------------------------------------
+def epoch(sql: "SQLStore") -> str:
+    return sql.get_meta("recall_epoch") or ""
+
+
+def new_epoch(sql: "SQLStore") -> None:
+    """Vectors were replaced (``bm reindex``): every index file of this database is stale."""
+    sql.set_meta("recall_epoch", secrets.token_hex(8))
+
+
+def last_change(sql: "SQLStore") -> tuple[int, int]:
+    """(lowest, highest) ``mem_changes`` seq kept."""
+    return sql.conn.execute("SELECT coalesce(min(seq), 0), coalesce(max(seq), 0) FROM mem_changes").fetchone()
+
+
+def changed_rowids(sql: "SQLStore", seq: int) -> list[int]:
+    return [r[0] for r in sql.conn.execute("SELECT DISTINCT mem_rowid FROM mem_changes WHERE seq > ?", (seq,))]
+
+
+def rows_after(sql: "SQLStore", rowid: int) -> list[tuple]:
+    return sql.conn.execute(f"{ROW_SQL} WHERE m.rowid > ? ORDER BY m.rowid", (rowid,)).fetchall()
+
+
+def rows_of(sql: "SQLStore", rowids: list[int]) -> list[tuple]:
+    out: list[tuple] = []
+    for i in range(0, len(rowids), 900):
+        part = rowids[i:i + 900]
+        out += sql.conn.execute(f"{ROW_SQL} WHERE m.rowid IN ({','.join('?' * len(part))})", part).fetchall()
+    return out
+
+
+def vectors_of(sql: "SQLStore", rowids: list[int]) -> list[tuple[int, bytes]]:
+    out: list[tuple[int, bytes]] = []
+    for i in range(0, len(rowids), 900):
+        part = rowids[i:i + 900]
+        out += sql.conn.execute(f"SELECT rowid, embedding FROM memories_vec WHERE rowid IN "
+                                f"({','.join('?' * len(part))})", part).fetchall()
+    return out
+
+
+def neighbours_of(sql: "SQLStore", rowids: list[int]) -> list[tuple[int, int | None, int | None]]:
+    """(rowid, the turn before it, the turn after it) in its user's thread, by the rows stored now."""
+    out: list[tuple] = []
+    for i in range(0, len(rowids), 400):
+        part = rowids[i:i + 400]
+        out += sql.conn.execute(
+            "SELECT m.rowid, "
+            "(SELECT p.rowid FROM memories p WHERE p.user_id = m.user_id AND p.thread = m.thread "
+            " AND (p.created_at, p.rowid) < (m.created_at, m.rowid) "
+            " ORDER BY p.created_at DESC, p.rowid DESC LIMIT 1), "
+            "(SELECT n.rowid FROM memories n WHERE n.user_id = m.user_id AND n.thread = m.thread "
+            " AND (n.created_at, n.rowid) > (m.created_at, m.rowid) "
+            " ORDER BY n.created_at, n.rowid LIMIT 1) "
+            f"FROM memories m WHERE m.thread IS NOT NULL AND m.rowid IN ({','.join('?' * len(part))})",
+            part).fetchall()
+    return out
+
+
+def all_rows(sql: "SQLStore") -> Any:
+    return sql.conn.execute(f"{ROW_SQL} ORDER BY m.rowid")
+
+
+def all_vectors(sql: "SQLStore") -> Any:
+    return sql.conn.execute("SELECT rowid, embedding FROM memories_vec")
+
+
+def turn_order(sql: "SQLStore") -> Any:
+    """``(rowid, user, thread)`` of every turn, in thread order (the turns index)."""
+    return sql.conn.execute("SELECT rowid, user_id, thread FROM memories WHERE thread IS NOT NULL "
+                            "ORDER BY user_id, thread, created_at, rowid")
+
+
+def memory_total(sql: "SQLStore") -> int:
+    return sql.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+
+
+class ReadSnapshot:
+    """One read transaction (a savepoint, so it also nests inside a caller's transaction)."""
+
+    def __init__(self, sql: "SQLStore") -> None:
+        self.conn = sql.conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("SAVEPOINT recall_index")
+
+    def __exit__(self, *exc: Any) -> None:
+        self.conn.execute("RELEASE recall_index")
+
+
+def episode_key(user: str, thread: str | None, episode: str | None) -> int:
+    """A 64-bit key of a turn's episode (equal keys: the same episode of the same thread)."""
+    if thread is None:
+        return 0
+    raw = f"{user}\0{thread}\0{episode or ''}".encode()
+    return ((zlib.crc32(raw) << 31) ^ zlib.adler32(raw)) or 1
+
+
+def _capacity(rows: int) -> int:
+    return max(4096, int(rows * 1.25) + 1024)
+
+
+# -- the index in a process ----------------------------------------------------------------------
+class RecallIndex:
+    """The arrays of one store's index in this process (see the module doc).  ``refresh()``
+    before each search; positions (not rowids) index the arrays, rowids are ``rowid[pos]``."""
+
+    def __init__(self, sql: "SQLStore", path: Path | None) -> None:
+        self.sql, self.path = sql, path
+        self.file: IndexFile | None = None
+        self.n = 0
+        self.seq = 0
+        self.values: dict[str, list] = {d: [] for d in DICTS}
+        self.codes: dict[str, dict] = {d: {} for d in DICTS}
+        self.behind = 0       # rows applied since the file was written
+        self.version = 0      # bumped by every change applied (the caches below key on it)
+        self._timed: tuple[int, np.ndarray] | None = None
+        try:
+            st = os.stat(sql.path)
+            self.key: dict = {"inode": st.st_ino, "dev": st.st_dev, "epoch": epoch(sql), "dim": sql.dim}
+        except OSError:
+            self.key = {"inode": None, "epoch": epoch(sql), "dim": sql.dim}
+
+    @property
+    def cols(self) -> dict[str, np.ndarray]:
+        return self.file.cols  # type: ignore[union-attr]
+
+    # -- keeping in step ------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Bring the arrays up to date with SQLite, loading (or building) the file first."""
+        if self.file is None:
+            self._load()
+        if not self._catch_up():
+            self.build()
+        if self.behind > 4 * self._stale_rows():
+            self.persist()
+
+    def _stale_rows(self) -> int:
+        return max(STALE_ROWS, self.n // 100)
+
+    def _load(self) -> None:
+        if self.path is not None and self.path.exists():
+            try:
+                f = IndexFile.open(self.path)
+                if f.header.get("key") == self.key:
+                    self._adopt(f, f.dicts(), int(f.header["count"]), int(f.header["seq"]))
+                    return
+            except (OSError, ValueError, KeyError, TypeError):
+                pass  # unreadable or another database's: built anew
+        self.build()
+
+    def _adopt(self, f: IndexFile, dicts: dict, n: int, seq: int) -> None:
+        self.file, self.n, self.seq = f, n, seq
+        self.values = {d: list(dicts.get(d, [])) for d in DICTS}
+        self.codes = {d: {v: i for i, v in enumerate(self.values[d])} for d in DICTS}
+        self.behind = 0
+        self.version += 1
+
+    def _code(self, name: str, value: str) -> int:
+        codes = self.codes[name]
+        code = codes.get(value)
+        if code is None:
+            code = codes[value] = len(codes)
+            self.values[name].append(value)
+        return code
+
+    def _new_file(self, cap: int) -> tuple[IndexFile, Any]:
+        if self.path is not None:
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+            try:
+                return IndexFile.create(tmp, cap, self.sql.dim)
+            except OSError:
+                pass  # a read-only store: the index lives in this process only
+        return IndexFile.create(None, cap, self.sql.dim)
+
+    def _finish(self, f: IndexFile, fh: Any, n: int, seq: int) -> None:
+        header = {"key": self.key, "count": n, "seq": seq, "dicts": self.values}
+        try:
+            f.finish(fh, header, self.path)
+        except OSError:
+            if fh is not None:
+                fh.close()
+                Path(fh.name).unlink(missing_ok=True)
+        self.file, self.n, self.seq, self.behind = f, n, seq, 0
+        self.version += 1
+
+    def build(self) -> None:
+        """Index every memory anew from SQLite (and write the file)."""
+        sql = self.sql
+        self.values = {d: [] for d in DICTS}
+        self.codes = {d: {} for d in DICTS}
+        self._code("agent", "")
+        with ReadSnapshot(sql):
+            self.key["epoch"] = epoch(sql)
+            total = memory_total(sql)
+            seq = last_change(sql)[1]
+            f, fh = self._new_file(_capacity(total))
+            cols, n = f.cols, 0
+            cur = all_rows(sql)
+            while True:
+                rows = list(islice(cur, 65536))
+                if not rows:
+                    break
+                self._put(cols, np.arange(n, n + len(rows)), rows)
+                n += len(rows)
+            rowids = cols["rowid"][:n]
+            batch: list[tuple[int, bytes]] = []
+            for item in all_vectors(sql):
+                batch.append(item)
+                if len(batch) >= 16384:
+                    self._put_vectors(cols, rowids, batch)
+                    batch = []
+            self._put_vectors(cols, rowids, batch)
+            self._link_all(cols, rowids, turn_order(sql))
+        self._finish(f, fh, n, seq)
+
+    def persist(self) -> None:
+        """Write the arrays as they are now to a new file (live rows only) and map it."""
+        old = self.cols
+        keep = np.flatnonzero(old["alive"][:self.n])
+        f, fh = self._new_file(_capacity(len(keep)))
+        m = len(keep)
+        for i in range(0, m, 65536):
+            part, dst = keep[i:i + 65536], slice(i, min(i + 65536, m))
+            for name in COLUMNS:
+                f.cols[name][dst] = old[name][part]
+            f.cols["code"][:, dst] = old["code"][:, part]
+            f.cols["vec"][dst] = old["vec"][part]
+        self._finish(f, fh, m, self.seq)
+
+    def close(self) -> None:
+        """Write the file if this process caught up well beyond it."""
+        if self.file is not None and self.behind > self._stale_rows():
+            try:
+                self.persist()
+            except OSError:
+                pass
+
+    def _put(self, cols: dict, pos: np.ndarray, rows: list[tuple]) -> None:
+        """Set the small columns of ``rows`` (ROW_SQL's) at ``pos``; no vector yet."""
+        r = list(zip(*rows))
+        code = self._code
+        cols["rowid"][pos] = r[0]
+        cols["alive"][pos] = 1
+        cols["has_vec"][pos] = 0
+        cols["user"][pos] = [code("user", v) for v in r[1]]
+        cols["agent"][pos] = [code("agent", v) for v in r[2]]
+        cols["type"][pos] = [code("type", v) for v in r[3]]
+        cols["created"][pos] = r[4]
+        cols["valid_from"][pos] = [LO if v is None else v for v in r[5]]
+        cols["valid_to"][pos] = [HI if v is None else v for v in r[6]]
+        cols["retired"][pos] = [HI if v is None else v for v in r[7]]
+        cols["importance"][pos] = r[8]
+        cols["turn"][pos] = [t is not None for t in r[9]]
+        cols["episode"][pos] = [episode_key(u, t, e) for u, t, e in zip(r[1], r[9], r[10])]
+        cols["speaker"][pos] = [-1 if v is None else code("speaker", v) for v in r[11]]
+        cols["prev"][pos] = -1
+        cols["next"][pos] = -1
+
+    @staticmethod
+    def _put_vectors(cols: dict, rowids: np.ndarray, items: list[tuple[int, bytes]]) -> None:
+        if not items:
+            return
+        want = np.fromiter((r for r, _ in items), np.int64, len(items))
+        pos = np.searchsorted(rowids, want)
+        ok = (pos < len(rowids)) & (rowids[np.minimum(pos, len(rowids) - 1)] == want)
+        dim = cols["vec"].shape[1]
+        vecs = np.frombuffer(b"".join(b for _, b in items), np.float32).reshape(len(items), dim)[ok]
+        pos = pos[ok]
+        cols["vec"][pos] = vecs
+        cols["code"][:, pos] = signs(vecs)
+        cols["has_vec"][pos] = 1
+
+    @staticmethod
+    def _link_all(cols: dict, rowids: np.ndarray, order: Any) -> None:
+        """prev / next of every turn from ``turn_order`` (consecutive turns of one thread)."""
+        last: tuple | None = None
+        prev_rowid = -1
+        while True:
+            rows = list(islice(order, 65536))
+            if not rows:
+                break
+            r = np.fromiter((x[0] for x in rows), np.int64, len(rows))
+            threads = [(x[1], x[2]) for x in rows]
+            same = np.fromiter((a == b for a, b in zip([last] + threads[:-1], threads)), bool, len(rows))
+            before = np.concatenate([[prev_rowid], r[:-1]])
+            prev = np.where(same, before, -1)
+            pos = np.searchsorted(rowids, r)
+            cols["prev"][pos] = prev
+            linked = prev >= 0
+            cols["next"][np.searchsorted(rowids, prev[linked])] = r[linked]
+            last, prev_rowid = threads[-1], int(r[-1])
+
+    # -- changes since -------------------------------------------------------------------
+    def _top(self) -> int:
+        """The highest live rowid indexed (rows past it are new)."""
+        alive, rowid = self.cols["alive"], self.cols["rowid"]
+        i = self.n - 1
+        while i >= 0 and not alive[i]:
+            i -= 1
+        return int(rowid[i]) if i >= 0 else 0
+
+    def _catch_up(self) -> bool:
+        """Apply what SQLite changed since; False: this index cannot follow (rebuild it)."""
+        sql = self.sql
+        with ReadSnapshot(sql):
+            if epoch(sql) != self.key["epoch"]:
+                return False
+            lo, hi = last_change(sql)
+            if hi < self.seq or (hi > self.seq and lo > self.seq + 1):
+                return False  # another database's changes, or pruned past this index
+            new = rows_after(sql, self._top())
+            changed = changed_rowids(sql, self.seq) if hi > self.seq else []
+            if not new and not changed:
+                return True
+            seen = {r[0] for r in new}
+            changed = [r for r in changed if r not in seen]
+            rows = new + rows_of(sql, changed)
+            present = [r[0] for r in rows]
+            vectors = vectors_of(sql, present)
+            links = neighbours_of(sql, present)
+        gone = set(changed) - set(present)
+        return self._apply(rows, vectors, links, changed, gone, hi)
+
+    def positions(self, rowids: Any) -> np.ndarray:
+        """Positions of ``rowids`` (-1: not indexed or deleted)."""
+        want = np.asarray(rowids, np.int64)
+        if not self.n or not len(want):
+            return np.full(len(want), -1, np.int64)
+        rid = self.cols["rowid"][:self.n]
+        pos = np.minimum(np.searchsorted(rid, want), self.n - 1)
+        ok = (rid[pos] == want) & (self.cols["alive"][pos] == 1)
+        return np.where(ok, pos, -1)
+
+    def _unlink(self, pos: int) -> None:
+        cols = self.cols
+        p, nx = int(cols["prev"][pos]), int(cols["next"][pos])
+        if p >= 0:
+            (pp,) = self.positions([p])
+            if pp >= 0 and cols["next"][pp] == cols["rowid"][pos]:
+                cols["next"][pp] = nx
+        if nx >= 0:
+            (pn,) = self.positions([nx])
+            if pn >= 0 and cols["prev"][pn] == cols["rowid"][pos]:
+                cols["prev"][pn] = p
+        cols["prev"][pos] = cols["next"][pos] = -1
+
+    def _apply(self, rows: list[tuple], vectors: list, links: list, changed: list[int], gone: set[int],
+               seq: int) -> bool:
+        for pos in self.positions(changed):
+            if pos >= 0:
+                self._unlink(int(pos))
+        old = self.positions(sorted(gone))
+        self.cols["alive"][old[old >= 0]] = 0
+        rows = sorted(rows)
+        have = self.positions([r[0] for r in rows])
+        fresh = [r for r, p in zip(rows, have) if p < 0]
+        if fresh and self.n and fresh[0][0] <= int(self.cols["rowid"][self.n - 1]):
+            return False  # a rowid below the indexed ones (cannot happen in rowid order)
+        if self.n + len(fresh) > self.file.cap:  # type: ignore[union-attr]
+            self.persist()  # compacts; room for 25% more
+            if self.n + len(fresh) > self.file.cap:  # type: ignore[union-attr]
+                return False
+            have = self.positions([r[0] for r in rows])
+        cols = self.cols
+        in_place = [(r, p) for r, p in zip(rows, have) if p >= 0]
+        if in_place:
+            self._put(cols, np.array([p for _, p in in_place]), [r for r, _ in in_place])
+        if fresh:
+            self._put(cols, np.arange(self.n, self.n + len(fresh)), fresh)
+            self.n += len(fresh)
+        rid = cols["rowid"][:self.n]
+        self._put_vectors(cols, rid, vectors)
+        for rowid, prev, nxt in links:
+            (pos,) = self.positions([rowid])
+            cols["prev"][pos] = -1 if prev is None else prev
+            cols["next"][pos] = -1 if nxt is None else nxt
+            for other, col in ((prev, "next"), (nxt, "prev")):
+                if other is not None:
+                    (po,) = self.positions([other])
+                    if po >= 0:
+                        cols[col][po] = rowid
+        self.seq = seq
+        self.behind += len(rows) + len(gone)
+        self.version += 1
+        return True
+
+    # -- searching -------------------------------------------------------------------------
+    def mask(self, f: Any) -> np.ndarray:
+        """Which positions pass the filters ``f`` (a storage.search.Filters)."""
+        n, cols = self.n, self.cols
+        user = self.codes["user"].get(f.user)
+        if user is None or not n:
+            return np.zeros(n, bool)
+        m = (cols["user"][:n] == user) & (cols["alive"][:n] == 1)
+        agents = cols["agent"][:n]
+        agent = self.codes["agent"].get(f.agent, -2) if f.agent is not None else -2
+        if f.scope == "global":
+            m &= agents == self.codes["agent"][""]
+        elif f.scope == "agent":
+            m &= agents == agent
+        elif f.agent is not None:
+            m &= (agents == agent) | (agents == self.codes["agent"][""])
+        if f.types:
+            m &= np.isin(cols["type"][:n], [self.codes["type"].get(t, -2) for t in f.types])
+        if f.since is not None:
+            m &= cols["created"][:n] >= f.since
+        if f.until is not None:
+            m &= cols["created"][:n] < f.until
+        if f.everything:
+            return m
+        if f.as_of is not None:
+            d = f.as_of
+            vto, ret = cols["valid_to"][:n], cols["retired"][:n]
+            return m & (cols["valid_from"][:n] <= d) & (vto > d) & ~((ret != HI) & (vto == HI))
+        t = f.now if f.now is not None else now_millis()
+        timed = self._timed_positions()
+        if len(timed):
+            m[timed] &= (cols["retired"][timed] > t) & (cols["valid_to"][timed] > t)
+        return m
+
+    def _timed_positions(self) -> np.ndarray:
+        """Positions of the memories that end or were retired (the rest are true now)."""
+        if self._timed is None or self._timed[0] != self.version:
+            cols, n = self.cols, self.n
+            self._timed = (self.version, np.flatnonzero((cols["retired"][:n] != HI) | (cols["valid_to"][:n] != HI)))
+        return self._timed[1]
+
+    def nearest(self, q: np.ndarray, m: np.ndarray, k: int, rescore: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` positions passing ``m`` nearest to ``q`` (cosine, best first; ties: lower
+        rowid) and their cosines.  Past ``4 * rescore`` rows: a Hamming scan of the sign
+        codes, then the ``rescore`` nearest codes (or more, at a tie) are scored exactly."""
+        cols, n = self.cols, self.n
+        ok = m & (cols["has_vec"][:n] == 1)
+        idx = np.flatnonzero(ok)
+        if not len(idx):
+            return idx, np.zeros(0, np.float32)
+        if len(idx) > 4 * rescore:
+            dist = self._hamming(signs(q.astype(np.float32))[:, 0], n)
+            if len(idx) < n:
+                dist[~ok] = np.iinfo(np.uint16).max
+            idx = smallest(dist, max(rescore, k))
+        sims = np.einsum("ij,j->i", cols["vec"][idx], q)
+        k = min(k, len(idx))
+        top = np.argpartition(-sims, k - 1)[:k]
+        top = top[np.lexsort((idx[top], -sims[top]))]
+        return idx[top], sims[top]
+
+    def _hamming(self, qcode: np.ndarray, n: int) -> np.ndarray:
+        code = self.cols["code"]
+        tmp = np.empty(n, np.uint64)
+        bits = np.empty(n, np.uint8)
+        dist = np.zeros(n, np.uint16)
+        for w in range(code.shape[0]):
+            np.bitwise_xor(code[w, :n], qcode[w], out=tmp)
+            np.bitwise_count(tmp, out=bits)
+            dist += bits
+        return dist
+
+    def cosines(self, pos: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """Cosines of the rows at ``pos`` (0 for those without a vector yet)."""
+        if not len(pos):
+            return np.zeros(0, np.float32)
+        sims = np.einsum("ij,j->i", self.cols["vec"][pos], q)
+        return np.where(self.cols["has_vec"][pos] == 1, sims, 0.0).astype(np.float32)
