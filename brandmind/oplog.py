@@ -183,6 +183,33 @@ class OpLog:
     def close(self) -> None:
         self.env.close()
 
+    def release_pages(self) -> int:
+        """Unmap this process's resident pages of the log file (Linux; elsewhere nothing).
+
+        LMDB reads through a read-only shared map of ``data.mdb``: a bulk write whose keys land
+        all over the file (dedup keys, the vector cache) faults in page after page (64 KB
+        around each: the kernel's fault-around), so a 1M ingest showed the whole file (GBs) as
+        its RSS.  MADV_DONTNEED on a shared read-only file map only drops the page-table
+        entries: the pages stay in the page cache and fault back in, unchanged, when read again
+        (safe under open read transactions).  Returns the bytes advised (bulk ingest calls it
+        every few batches: brandmind/ingesting.py)."""
+        import ctypes
+
+        target = os.path.realpath(self.path / "data.mdb")
+        try:
+            with open("/proc/self/maps") as fh:
+                spans = [line.split()[0] for line in fh
+                         if line.rstrip("\n").endswith(target) and line.split()[1] == "r--s"]
+            madvise = ctypes.CDLL(None, use_errno=True).madvise
+        except (OSError, AttributeError):
+            return 0
+        done = 0
+        for span in spans:
+            lo, hi = (int(x, 16) for x in span.split("-"))
+            if madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), 4) == 0:  # 4: MADV_DONTNEED
+                done += hi - lo
+        return done
+
     # -- transactions -------------------------------------------------------
     @contextmanager
     def write(self) -> Iterator["LogTxn"]:
