@@ -41,9 +41,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import scoring
-from .scoring import Candidate, Signals, Weights
+from .scoring import Pool, Signals, Weights
 from .storage import graph as kg
 from .storage import search
+from .storage.recallindex import RecallIndex
 from .storage.search import STOPWORDS, Filters, SearchIndex, keyword_query, query_words
 
 # (re-exported: the lookups and filters are in storage/search.py, the scorer in scoring.py)
@@ -70,44 +71,102 @@ class Query:
 
 class Searcher:
     """Ranks the pool of candidates for a query: the lookups (and their caches) are the
-    store's ``SearchIndex`` (brandmind/storage/search.py), the scores brandmind/scoring.py;
-    this class gathers the structural candidates (neighbouring turns, the graph, the
-    newest and most important memories) and runs the stages in order."""
+    store's ``SearchIndex`` (brandmind/storage/search.py) over its recall index
+    (brandmind/storage/recallindex.py: the vectors and the columns ranking needs, as arrays),
+    the scores brandmind/scoring.py; this class gathers the structural candidates
+    (neighbouring turns, the graph, the newest and most important memories) and runs the
+    stages in order.  Rows are read from SQLite only for the texts of the final k."""
 
     def __init__(self, index: SearchIndex) -> None:
         self.index = index
         self.sql = index.sql
 
-    # -- structural candidates ----------------------------------------------------------------
-    def _neighbours(self, cands: dict[int, Candidate], seeds: list[Candidate], f: Filters) -> list[Candidate]:
-        """Link each seed turn to the turns before and after it in its episode, adding
-        those turns to the pool; returns the candidates added."""
-        turns = [c.rowid for c in seeds if c.prev is None and c.next is None]
-        if not turns:
-            return []
-        pairs = search.thread_neighbours(self.sql, turns)
-        wanted = {x for p in pairs.values() for x in p if x is not None and x not in cands}
-        added = [Candidate(rowid, row) for rowid, row in self.index.rows(wanted, f).items()]
-        for c in added:
-            cands[c.rowid] = c
-        # the turn just before or after in the thread is a neighbour only within the episode
-        # (checked here: in SQL, looking for the nearest turn of the same episode would walk
-        # the whole thread from an episode's first or last turn)
-        pairs = {r: tuple(x if x in cands and cands[x].row["episode"] == cands[r].row["episode"] else None
-                          for x in pn) for r, pn in pairs.items()}
-        for rowid, (prev, nxt) in pairs.items():
-            c = cands[rowid]
-            c.prev = prev if prev in cands else None
-            c.next = nxt if nxt in cands else None
-            # adjacency goes both ways: the turn after a seed has the seed before it
-            if c.prev is not None and cands[c.prev].next is None:
-                cands[c.prev].next = rowid
-            if c.next is not None and cands[c.next].prev is None:
-                cands[c.next].prev = rowid
-        return added
+    # -- the pool ------------------------------------------------------------------------------
+    def _add(self, p: Pool, ri: RecallIndex, pos: np.ndarray, cos: np.ndarray | None = None,
+             vec_rank: np.ndarray | None = None, bm25: np.ndarray | None = None,
+             kw_rank: np.ndarray | None = None, q: np.ndarray | None = None) -> int:
+        """Add the memories at positions ``pos`` (new to the pool) with their columns."""
+        c, n = ri.cols, len(pos)
+        if cos is None:
+            cos = ri.cosines(pos, q) if q is not None else np.zeros(n)
+        return p.add(rowid=c["rowid"][pos], cos=cos, bm25=np.full(n, np.nan) if bm25 is None else bm25,
+                     vec_rank=np.zeros(n) if vec_rank is None else vec_rank,
+                     kw_rank=np.zeros(n) if kw_rank is None else kw_rank, speaker=c["speaker"][pos],
+                     created=c["created"][pos], valid_from=c["valid_from"][pos], importance=c["importance"][pos],
+                     turn=c["turn"][pos] == 1, episode=c["episode"][pos])
 
-    def _graph(self, seeds: list[Candidate], w: Weights) -> dict[str, tuple[float, dict]]:
-        """Memories near the seeds in the graph: memory id -> (bonus, how it was reached).
+    def _pool(self, q: Query, ri: RecallIndex, m: np.ndarray) -> tuple[Pool, np.ndarray, Signals]:
+        """The first candidates (vector, keyword, newest / most important); returns the
+        pool, the position of each entry, and what base scores need."""
+        f, w = q.filters, q.weights
+        n = max(POOL, 4 * q.k)
+        vpos, vcos = ri.nearest(q.vector, m, n)
+        kw = self.index.keyword_candidates(q.text, f, n)
+        kpos = ri.positions([r for r, _ in kw])
+        kscore = np.array([s for _, s in kw], np.float64)
+        ok = kpos >= 0
+        ok[ok] = m[kpos[ok]]
+        kpos, kscore, krank = kpos[ok], kscore[ok], np.flatnonzero(ok) + 1
+        extra = ri.extremes(m, EXTRA_CANDIDATES, newest=bool(w.recency), important=bool(w.importance))
+        p = Pool.of(**{k: [] for k in scoring.FIELDS})
+        if len(vpos):
+            self._add(p, ri, vpos, cos=vcos, vec_rank=np.arange(1, len(vpos) + 1))
+        # keyword hits: their BM25 on the vector hits already in, the rest added
+        have = dict(zip(vpos.tolist(), range(len(vpos))))
+        at = np.array([have.get(x, -1) for x in kpos.tolist()], np.int64)
+        old = at >= 0
+        p.cols["bm25"][at[old]], p.cols["kw_rank"][at[old]] = kscore[old], krank[old]
+        if (~old).any():
+            self._add(p, ri, kpos[~old], bm25=kscore[~old], kw_rank=krank[~old], q=q.vector)
+        pos = np.concatenate([vpos, kpos[~old]]).astype(np.int64)
+        extra = np.setdiff1d(extra, pos)
+        if len(extra):
+            self._add(p, ri, extra, q=q.vector)
+            pos = np.concatenate([pos, extra])
+        speakers = self.index.speakers_named(q.text, f.user) if w.speaker and len(p) else []
+        code = ri.codes["speaker"].get(speakers[0]) if len(speakers) == 1 else None
+        return p, pos, Signals(w, best_bm=float(kscore.max()) if len(kscore) else 0.0, speaker=code,
+                               speaker_name=speakers[0] if code is not None else "",
+                               windows=q.windows, now=q.now)
+
+    # -- structural candidates ----------------------------------------------------------------
+    def _neighbours(self, p: Pool, pos: np.ndarray, ri: RecallIndex, m: np.ndarray, s: Signals,
+                    q: np.ndarray) -> np.ndarray:
+        """Link the best candidate turns to the turns before and after them in their
+        episode, adding those turns to the pool; returns the positions of the pool's entries."""
+        seeds = scoring.best(p, NEIGHBOUR_SEEDS)
+        seeds = seeds[p.cols["turn"][seeds]]
+        seeds = seeds[np.argsort(p.cols["rowid"][seeds])]  # the turns among the best, in rowid order
+        if not len(seeds):
+            return pos
+        c = ri.cols
+        around = ri.positions(np.concatenate([c["prev"][pos[seeds]], c["next"][pos[seeds]]]))
+        fresh = np.unique(around[(around >= 0)])
+        fresh = fresh[m[fresh]]
+        fresh = np.setdiff1d(fresh, pos)
+        if len(fresh):
+            start = self._add(p, ri, fresh, q=q)
+            pos = np.concatenate([pos, fresh])
+            scoring.base_scores(p, s, start)
+        where = dict(zip(pos.tolist(), range(len(pos))))
+        episode = p.cols["episode"]
+        for j, seed in enumerate(seeds.tolist()):
+            links = []
+            for x in (around[j], around[len(seeds) + j]):
+                i = where.get(int(x), -1) if x >= 0 else -1
+                links.append(i if i >= 0 and episode[i] == episode[seed] else -1)
+            # the turn just before or after in the thread is a neighbour only within the
+            # episode; adjacency goes both ways: the turn after a seed has the seed before it
+            p.prev[seed], p.next[seed] = links
+            if links[0] >= 0 and p.next[links[0]] < 0:
+                p.next[links[0]] = seed
+            if links[1] >= 0 and p.prev[links[1]] < 0:
+                p.prev[links[1]] = seed
+        return pos
+
+    def _graph(self, seeds: list[tuple[str, float]], w: Weights) -> dict[str, tuple[float, dict]]:
+        """Memories near the seeds (memory id, base score) in the graph: memory id ->
+        (bonus, how it was reached).
 
         From a seed memory: the entities it mentions, then up to GRAPH_HOPS edges (typed
         node edges, typed links between memories; current ones, `contradicts` excluded),
@@ -122,15 +181,14 @@ class Searcher:
             degree[node] = len(ids)
             return ids
 
-        for seed in seeds:
-            if seed.base <= 0:
+        for start, base in seeds:
+            if base <= 0:
                 continue
-            start = seed.row["id"]
 
             def record(mid: str, strength: float, hops: int, via: str) -> None:
                 if mid == start:
                     return
-                bonus = scoring.graph_bonus(w, seed.base, strength, hops)
+                bonus = scoring.graph_bonus(w, base, strength, hops)
                 if bonus > found.get(mid, (0.0, {}))[0]:
                     found[mid] = (bonus, {"from": start, "via": via, "hops": hops})
 
@@ -160,66 +218,42 @@ class Searcher:
                     break
         return found
 
-    def _recent_and_important(self, f: Filters, w: Weights) -> set[int]:
-        """When recency or importance count, the newest and the most important memories
-        are candidates too (a signal adds candidates, not only boosts)."""
-        out: set[int] = set()
-        where, args = f.sql("m")
-        if w.recency:
-            out.update(search.newest(self.sql, where, args, EXTRA_CANDIDATES))
-        if w.importance:
-            out.update(search.most_important(self.sql, where, args, EXTRA_CANDIDATES))
-        return out
-
-    # -- the pool, scored by brandmind/scoring.py --------------------------------------
-    def _pool(self, q: Query) -> tuple[dict[int, Candidate], Signals]:
-        """The first candidates (vector, keyword, newest / most important) and what their
-        base scores need."""
-        f, w = q.filters, q.weights
-        n = max(POOL, 4 * q.k)
-        vec = self.index.vector_candidates(q.vector, f, n)
-        kw = self.index.keyword_candidates(q.text, f, n)
-        cos, bm = dict(vec), dict(kw)
-        extra = self._recent_and_important(f, w)
-        rows = self.index.rows(set(cos) | set(bm) | extra, f)
-        cands = {r: Candidate(r, row, cos.get(r), bm.get(r)) for r, row in rows.items()}
-        if not cands:
-            return cands, Signals(w)
-        speakers = self.index.speakers_named(q.text, f.user) if w.speaker else []
-        return cands, Signals(w, vec_rank={r: i for i, (r, _) in enumerate(vec, 1)},
-                              kw_rank={r: i for i, (r, _) in enumerate(kw, 1)},
-                              best_bm=max(bm.values(), default=0.0),
-                              speaker=speakers[0] if len(speakers) == 1 else None,
-                              windows=q.windows, now=q.now)
-
-    def _score(self, cands: dict[int, Candidate], items: list[Candidate], s: Signals, q: np.ndarray) -> None:
-        """Base scores of ``items`` (the cosines other signals did not bring read first)."""
-        for rowid, value in self.index.cosines([c.rowid for c in items if c.cos is None], q).items():
-            cands[rowid].cos = value
-        for c in items:
-            scoring.base_score(c, s)
+    def _add_graph(self, p: Pool, pos: np.ndarray, ri: RecallIndex, m: np.ndarray, s: Signals,
+                   q: np.ndarray) -> np.ndarray:
+        """The graph stage: memories near the best candidates join the pool, and every
+        reached memory in it gets its bonus."""
+        seeds = scoring.best(p, GRAPH_SEEDS)
+        ids = search.ids_of(self.sql, p.cols["rowid"][seeds].tolist())
+        reached = self._graph([(ids[r], float(b)) for r, b in zip(p.cols["rowid"][seeds].tolist(), p.base[seeds])
+                               if r in ids], s.weights)
+        if not reached:
+            return pos
+        rowid_of = search.rowids_of(self.sql, list(reached))
+        at = ri.positions([rowid_of[mid] for mid in reached if mid in rowid_of])
+        at = at[at >= 0]
+        fresh = np.setdiff1d(at[m[at]], pos)
+        if len(fresh):
+            start = self._add(p, ri, fresh, q=q)
+            pos = np.concatenate([pos, fresh])
+            scoring.base_scores(p, s, start)
+        where = dict(zip(p.cols["rowid"].tolist(), range(len(p))))
+        scoring.add_graph(p, {where[rowid_of[mid]]: hit for mid, hit in reached.items()
+                              if mid in rowid_of and rowid_of[mid] in where})
+        return pos
 
     def search(self, q: Query) -> list[dict]:
         """The best ``q.k`` memories: ``[{"rowid", "score", "signals"}]``, best first."""
-        f, w = q.filters, q.weights
-        cands, signals = self._pool(q)
-        if not cands:
+        ri = self.index.recall_index()
+        m = ri.mask(q.filters)
+        p, pos, signals = self._pool(q, ri, m)
+        if not len(p):
             return []
-        self._score(cands, list(cands.values()), signals, q.vector)
-        if w.graph:
-            reached = self._graph(scoring.best(cands.values(), GRAPH_SEEDS), w)
-            if reached:
-                fresh = [r for r in search.rowids_of(self.sql, list(reached)) if r not in cands]
-                added = [Candidate(r, row) for r, row in self.index.rows(fresh, f).items()]
-                for c in added:
-                    cands[c.rowid] = c
-                self._score(cands, added, signals, q.vector)
-                scoring.add_graph(cands, reached)
+        scoring.base_scores(p, signals)
+        if q.weights.graph:
+            pos = self._add_graph(p, pos, ri, m, signals, q.vector)
         # the turns around the best candidate turns join the pool (their own base scores)
-        best = scoring.best(cands.values(), NEIGHBOUR_SEEDS)
-        added = self._neighbours(cands, [c for c in best if c.row["thread"] is not None], f)
-        self._score(cands, added, signals, q.vector)
-        return scoring.rank(cands, w, q.k)
+        self._neighbours(p, pos, ri, m, signals, q.vector)
+        return scoring.rank(p, signals, q.k, lambda rowids: search.texts_of(self.sql, rowids))
 
 
 def searcher(store: object) -> Searcher:

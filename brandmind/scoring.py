@@ -1,6 +1,8 @@
-"""Recall's scorer: pure functions from candidates (their rows and raw signal values) and
-the weights to one ranked, deduplicated list.  No I/O: brandmind/recall.py gathers the
-candidates (``Searcher``) and calls these; the formula is in recall.py's docstring::
+"""Recall's scorer: pure functions from the candidate pool (arrays of their columns and raw
+signal values, :class:`Pool`) and the weights to one ranked, deduplicated list, computed for
+the whole pool at once.  No I/O (the texts the deduplication needs come from a callback):
+brandmind/recall.py gathers the candidates (``Searcher``) and calls these; the formula is in
+recall.py's docstring::
 
     base    = vector * cosine + keyword * bm25 / best bm25 + speaker + time
               + recency * 0.5 ** (age / half-life) + importance * (importance - 0.5)
@@ -9,17 +11,20 @@ candidates (``Searcher``) and calls these; the formula is in recall.py's docstri
     score   = context + episode * max(context in the same episode)
 
 To add a recall signal: a weight in :class:`Weights` (config ``weight_<name>``), its
-contribution in :func:`base_score` (or a stage after it, like the graph bonus), the
+contribution in :func:`base_scores` (or a stage after it, like the graph bonus), the
 candidates it brings in ``Searcher`` (recall.py), and a row in tests/test_recall_scorer.py.
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
+
+import numpy as np
 
 _SPACE = re.compile(r"\s+")
+DAY_MS = 86_400_000
+NO_TIME = np.iinfo(np.int64).min  # valid_from unknown
 
 
 @dataclass(frozen=True)
@@ -47,65 +52,104 @@ class Weights:
         return cls(**values)
 
 
-@dataclass
-class Candidate:
-    """One memory in the pool: its row (``storage.search.RANK_COLS``), raw signal values,
-    its neighbouring turns in the pool and the scores computed from them."""
-
-    rowid: int
-    row: dict
-    cos: float | None = None
-    bm25: float | None = None
-    graph: dict | None = None
-    prev: int | None = None
-    next: int | None = None
-    base: float = 0.0
-    context: float = 0.0
-    score: float = 0.0
-    signals: dict = field(default_factory=dict)
-
-
 @dataclass(frozen=True)
 class Signals:
-    """What a candidate's base score needs besides the candidate: the weights, the ranks
-    of the vector and keyword hits, the best BM25, the one speaker the query names (or
-    None), the time windows it names and the moment asked about."""
+    """What the base scores need besides the pool: the weights, the best BM25 of the
+    keyword hits, the one speaker the query names (its code in the pool's ``speaker``
+    column and its name; None: none named), the time windows it names and the moment asked about."""
 
     weights: Weights
-    vec_rank: dict = field(default_factory=dict)
-    kw_rank: dict = field(default_factory=dict)
     best_bm: float = 0.0
-    speaker: str | None = None
+    speaker: int | None = None
+    speaker_name: str = ""
     windows: tuple = ()
     now: int = 0
 
 
-def base_score(c: Candidate, s: Signals) -> None:
-    """Set ``c.base`` and ``c.signals``: (contribution, details) per signal (rounded only
-    for the results shown)."""
-    w = s.weights
-    parts: dict[str, tuple[float, dict]] = {
-        "vector": (w.vector * (c.cos or 0.0), {"cosine": c.cos or 0.0, "rank": s.vec_rank.get(c.rowid)})}
-    if c.bm25 is not None and s.best_bm > 0:
-        parts["keyword"] = (w.keyword * c.bm25 / s.best_bm, {"bm25": c.bm25, "rank": s.kw_rank[c.rowid]})
-    if s.speaker is not None and c.row["speaker"] == s.speaker and w.speaker:
-        parts["speaker"] = (w.speaker, {"speaker": s.speaker})
-    t = c.row["valid_from"] if c.row["valid_from"] is not None else c.row["created_at"]
-    for win in s.windows:
-        if win.start <= t < win.end and w.time:
-            parts["time"] = (w.time, {"phrase": win.phrase})
-            break
+# the columns of a pool, in order: name -> dtype
+FIELDS = {"rowid": np.int64, "cos": np.float64, "bm25": np.float64, "vec_rank": np.int64, "kw_rank": np.int64,
+          "speaker": np.int64, "created": np.int64, "valid_from": np.int64, "importance": np.float64,
+          "turn": bool, "episode": np.int64}
+BASE = ("vector", "keyword", "speaker", "time", "recency", "importance")
+
+
+@dataclass
+class Pool:
+    """The candidates, one entry each, as arrays (``FIELDS``: ``bm25`` NaN for a memory
+    keyword search did not find, ranks 0 for a signal that did not bring it, ``valid_from``
+    NO_TIME when unknown, ``turn`` and ``episode`` its place in a conversation), and what
+    scoring sets: ``base`` and each base signal's contribution (``parts``: values, and where
+    it applies), the graph bonus and how it was reached, the linked turns before and after
+    (pool indices, -1), and the time window each one falls in."""
+
+    cols: dict[str, np.ndarray]
+    base: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    parts: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    graph: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    via: dict[int, dict] = field(default_factory=dict)
+    prev: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    next: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    window: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @classmethod
+    def of(cls, **cols: Any) -> "Pool":
+        p = cls({name: np.zeros(0, dt) for name, dt in FIELDS.items()})
+        p.add(**cols)
+        return p
+
+    def __len__(self) -> int:
+        return len(self.cols["rowid"])
+
+    def add(self, **cols: Any) -> int:
+        """Append candidates (every field, as sequences of one length); returns the index of the first."""
+        start, n = len(self), len(cols["rowid"])
+        for name, dt in FIELDS.items():
+            self.cols[name] = np.concatenate([self.cols[name], np.asarray(cols[name], dt).reshape(n)])
+        self.base = np.concatenate([self.base, np.zeros(n)])
+        self.graph = np.concatenate([self.graph, np.zeros(n)])
+        for arr in ("prev", "next", "window"):
+            setattr(self, arr, np.concatenate([getattr(self, arr), np.full(n, -1, np.int64)]))
+        for name, (vals, on) in self.parts.items():
+            self.parts[name] = (np.concatenate([vals, np.zeros(n)]), np.concatenate([on, np.zeros(n, bool)]))
+        return start
+
+
+def base_scores(p: Pool, s: Signals, start: int = 0) -> None:
+    """Set ``p.base`` and ``p.parts`` of the entries from ``start`` on."""
+    w, c, sl = s.weights, p.cols, slice(start, None)
+    n = len(p) - start
+    cos, bm = c["cos"][sl], c["bm25"][sl]
+    vals: dict[str, tuple[np.ndarray, np.ndarray]] = {"vector": (w.vector * cos, np.ones(n, bool))}
+    hit = ~np.isnan(bm) & (s.best_bm > 0)
+    vals["keyword"] = (np.where(hit, w.keyword * np.nan_to_num(bm) / (s.best_bm or 1.0), 0.0), hit)
+    on = (c["speaker"][sl] == s.speaker) if s.speaker is not None and w.speaker else np.zeros(n, bool)
+    vals["speaker"] = (np.where(on, w.speaker, 0.0), on)
+    t = np.where(c["valid_from"][sl] != NO_TIME, c["valid_from"][sl], c["created"][sl])
+    window = p.window[sl]
+    for i, win in enumerate(s.windows):
+        window[(window < 0) & (win.start <= t) & (t < win.end)] = i
+    on = (window >= 0) & bool(w.time)
+    vals["time"] = (np.where(on, w.time, 0.0), on)
     if w.recency:
-        age_days = max(0, s.now - c.row["created_at"]) / 86_400_000
-        parts["recency"] = (w.recency * 0.5 ** (age_days / w.half_life_days), {"age_days": age_days})
-    if w.importance and c.row["importance"] != 0.5:
-        parts["importance"] = (w.importance * (c.row["importance"] - 0.5), {"importance": c.row["importance"]})
-    c.base, c.signals = sum(v for v, _ in parts.values()), parts
+        age = np.maximum(0, s.now - c["created"][sl]) / DAY_MS
+        vals["recency"] = (w.recency * 0.5 ** (age / w.half_life_days), np.ones(n, bool))
+    imp = c["importance"][sl]
+    on = (imp != 0.5) & bool(w.importance)
+    vals["importance"] = (np.where(on, w.importance * (imp - 0.5), 0.0), on)
+    total = np.zeros(n)
+    for name, (v, on) in vals.items():
+        total += np.where(on, v, 0.0)
+        if name not in p.parts:
+            p.parts[name] = (np.zeros(len(p)), np.zeros(len(p), bool))
+        p.parts[name][0][sl], p.parts[name][1][sl] = v, on
+    p.base[sl] = total
 
 
-def best(cands: Any, n: int) -> list[Candidate]:
-    """The ``n`` candidates of highest base score (ties: lower rowid first)."""
-    return sorted(cands, key=lambda c: (-c.base, c.rowid))[:n]
+def best(p: Pool, n: int, among: np.ndarray | None = None) -> np.ndarray:
+    """Indices of the ``n`` entries of highest base score (ties: lower rowid), best first."""
+    idx = np.arange(len(p)) if among is None else among
+    order = np.lexsort((p.cols["rowid"][idx], -p.base[idx]))
+    return idx[order[:n]]
 
 
 def graph_bonus(w: Weights, seed_base: float, strength: float, hops: int) -> float:
@@ -114,52 +158,70 @@ def graph_bonus(w: Weights, seed_base: float, strength: float, hops: int) -> flo
     return w.graph * seed_base * strength * 0.5 ** hops
 
 
-def add_graph(cands: dict[int, Candidate], reached: dict[str, tuple[float, dict]]) -> None:
-    """Add each reached memory's bonus (memory id -> (bonus, how)) to its base score."""
-    by_id = {c.row["id"]: c for c in cands.values()}
-    for mid, (bonus, via) in reached.items():
-        c = by_id.get(mid)
-        if c is not None:
-            c.base += bonus
-            c.signals["graph"] = (bonus, via)
+def add_graph(p: Pool, reached: dict[int, tuple[float, dict]]) -> None:
+    """Add each reached entry's bonus (pool index -> (bonus, how)) to its base score."""
+    for i, (bonus, via) in reached.items():
+        p.base[i] += bonus
+        p.graph[i] = bonus
+        p.via[i] = via
 
 
-def _episode_key(c: Candidate) -> tuple:
-    return (c.row["thread"], c.row["episode"]) if c.row["thread"] is not None else ("", c.rowid)
-
-
-def rank(cands: dict[int, Candidate], w: Weights, k: int) -> list[dict]:
+def rank(p: Pool, s: Signals, k: int, texts: Callable[[list[int]], dict[int, str]]) -> list[dict]:
     """The pool (base scores set, ``prev``/``next`` linked) ranked: context and episode
-    scores, best first (ties: lower rowid), deduplicated by text (case and spacing
-    ignored), cut to ``k``: ``[{"rowid", "score", "signals"}]``."""
-    items = list(cands.values())
-    for c in items:
-        near = [cands[x].base for x in (c.prev, c.next) if x is not None]
-        if c.row["thread"] is None:
-            near = [c.base]  # outside a conversation a memory is its own context
-        part = w.neighbor * max(near) if near else 0.0
-        c.context = c.base + part
-        if part:
-            c.signals["neighbor"] = (part, {})
-    best_in: dict[tuple, float] = {}
-    for c in items:
-        key = _episode_key(c)
-        best_in[key] = max(best_in.get(key, -math.inf), c.context)
-    for c in items:
-        part = w.episode * best_in[_episode_key(c)]
-        c.score = c.context + part
-        if part:
-            c.signals["episode"] = (part, {})
-    ranked = sorted(items, key=lambda c: (-c.score, c.rowid))
-    out, texts = [], set()
-    for c in ranked:
-        norm = _SPACE.sub(" ", c.row["text"].strip().lower())
-        if norm in texts:
-            continue
-        texts.add(norm)
-        out.append({"rowid": c.rowid, "score": c.score, "signals": shown(c.signals)})
-        if len(out) >= k:
-            break
+    scores, best first (ties: lower rowid), deduplicated by text (case and spacing ignored;
+    ``texts`` gives the texts of rowids), cut to ``k``: ``[{"rowid", "score", "signals"}]``."""
+    w, c = s.weights, p.cols
+    if not len(p):
+        return []
+    base = p.base
+    linked = np.stack([p.prev, p.next])
+    near = np.where(linked >= 0, base[np.maximum(linked, 0)], -np.inf).max(axis=0)
+    near = np.where(c["turn"], near, base)  # outside a conversation a memory is its own context
+    neighbor = np.where(np.isfinite(near), w.neighbor * near, 0.0)
+    context = base + neighbor
+    keys = np.where(c["turn"], c["episode"], -c["rowid"] - 1)
+    _, group = np.unique(keys, return_inverse=True)
+    best_in = np.full(group.max() + 1, -np.inf)
+    np.maximum.at(best_in, group, context)
+    episode = w.episode * best_in[group]
+    score = context + episode
+    order = np.lexsort((c["rowid"], -score))
+    out: list[dict] = []
+    seen: set[str] = set()
+    step = max(2 * k, 16)
+    for i in range(0, len(order), step):
+        chunk = order[i:i + step]
+        text = texts(c["rowid"][chunk].tolist())
+        for j in chunk:
+            rowid = int(c["rowid"][j])
+            norm = _SPACE.sub(" ", text.get(rowid, "").strip().lower())
+            if norm in seen:
+                continue
+            seen.add(norm)
+            out.append({"rowid": rowid, "score": float(score[j]),
+                        "signals": shown(_signals(p, s, int(j), float(neighbor[j]), float(episode[j])))})
+            if len(out) >= k:
+                return out
+    return out
+
+
+def _signals(p: Pool, s: Signals, i: int, neighbor: float, episode: float) -> dict[str, tuple[float, dict]]:
+    """Entry ``i``'s contribution and details per signal (as recall results show them)."""
+    c = p.cols
+    detail = {"vector": lambda: {"cosine": float(c["cos"][i]), "rank": int(c["vec_rank"][i]) or None},
+              "keyword": lambda: {"bm25": float(c["bm25"][i]), "rank": int(c["kw_rank"][i])},
+              "speaker": lambda: {"speaker": s.speaker_name},
+              "time": lambda: {"phrase": s.windows[int(p.window[i])].phrase},
+              "recency": lambda: {"age_days": max(0, s.now - int(c["created"][i])) / DAY_MS},
+              "importance": lambda: {"importance": float(c["importance"][i])}}
+    out = {name: (float(p.parts[name][0][i]), detail[name]()) for name in BASE
+           if name in p.parts and p.parts[name][1][i]}
+    if i in p.via:
+        out["graph"] = (float(p.graph[i]), p.via[i])
+    if neighbor:
+        out["neighbor"] = (neighbor, {})
+    if episode:
+        out["episode"] = (episode, {})
     return out
 
 

@@ -20,7 +20,7 @@ VERSION = 1
 ALIGN = 4096
 # the small columns: name -> dtype (code and vec are added with the store's dimension)
 COLUMNS = {"rowid": "<i8", "alive": "u1", "has_vec": "u1", "user": "<i4", "agent": "<i4", "type": "<i4",
-           "created": "<i8", "valid_from": "<i8", "valid_to": "<i8", "retired": "<i8", "importance": "<f4",
+           "created": "<i8", "valid_from": "<i8", "valid_to": "<i8", "retired": "<i8", "importance": "<f8",
            "turn": "u1", "episode": "<i8", "speaker": "<i4", "prev": "<i8", "next": "<i8"}
 
 

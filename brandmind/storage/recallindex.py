@@ -183,6 +183,7 @@ class RecallIndex:
         self.behind = 0       # rows applied since the file was written
         self.version = 0      # bumped by every change applied (the caches below key on it)
         self._timed: tuple[int, np.ndarray] | None = None
+        self._important: tuple[int, np.ndarray] | None = None
         try:
             st = os.stat(sql.path)
             self.key: dict = {"inode": st.st_ino, "dev": st.st_dev, "epoch": epoch(sql), "dim": sql.dim}
@@ -486,6 +487,25 @@ class RecallIndex:
         if len(timed):
             m[timed] &= (cols["retired"][timed] > t) & (cols["valid_to"][timed] > t)
         return m
+
+    def extremes(self, m: np.ndarray, k: int, *, newest: bool, important: bool) -> np.ndarray:
+        """Positions passing ``m`` among the ``k`` newest and the ``k`` most important
+        (importance above 0.5) memories, as asked."""
+        cols, out = self.cols, [np.zeros(0, np.int64)]
+        if newest:
+            idx = np.flatnonzero(m)
+            if len(idx) > k:
+                idx = idx[np.argpartition(-cols["created"][idx], k - 1)[:k]]
+            out.append(idx)
+        if important:
+            if self._important is None or self._important[0] != self.version:
+                self._important = (self.version, np.flatnonzero(cols["importance"][:self.n] > 0.5))
+            idx = self._important[1]
+            idx = idx[m[idx]]
+            if len(idx) > k:
+                idx = idx[np.argpartition(-cols["importance"][idx], k - 1)[:k]]
+            out.append(idx)
+        return np.unique(np.concatenate(out))
 
     def _timed_positions(self) -> np.ndarray:
         """Positions of the memories that end or were retired (the rest are true now)."""

@@ -60,10 +60,6 @@ def current_sql(alias: str = "m", as_of: str | int | None = None, *, now: int | 
 
 
 # -- recall: candidates --------------------------------------------------------------------------
-RANK_COLS = ("m.rowid, m.id, m.text, m.agent_id, m.importance, m.created_at, m.valid_from, "
-             "m.thread, m.episode, m.speaker")
-
-
 def data_version(sql: "SQLStore") -> int:
     """SQLite's ``data_version``: changes when another connection commits."""
     return sql.conn.execute("PRAGMA data_version").fetchone()[0]
@@ -122,59 +118,30 @@ def keyword_hits(sql: "SQLStore", match: str, where: str, args: list, n: int) ->
     return rows
 
 
-def rank_rows(sql: "SQLStore", rowids: list[int], where: str, args: list) -> dict[int, dict]:
-    """rowid -> the columns ranking needs (:data:`RANK_COLS`), for the rowids passing ``where``."""
-    out: dict[int, dict] = {}
-    for i in range(0, len(rowids), 900):
-        chunk = rowids[i:i + 900]
-        # NOT INDEXED: look the rows up by rowid; otherwise SQLite may walk a user index
-        # (every row of the user) to apply `user_id = ?` (10 ms instead of 1 at 100,000)
-        for r in sql.rows(f"SELECT {RANK_COLS} FROM memories m NOT INDEXED WHERE m.rowid IN "
-                          f"({_marks(chunk)}) AND {where}", (*chunk, *args)):
-            out[r["rowid"]] = r
-    return out
-
-
-def thread_neighbours(sql: "SQLStore", rowids: list[int]) -> dict[int, tuple[int | None, int | None]]:
-    """rowid -> (the turn before it, the turn after it) in its user's thread."""
-    pairs: dict[int, tuple[int | None, int | None]] = {}
-    for i in range(0, len(rowids), 400):
-        chunk = rowids[i:i + 400]
-        rows = sql.conn.execute(
-            "SELECT m.rowid, "
-            "(SELECT p.rowid FROM memories p WHERE p.user_id = m.user_id AND p.thread = m.thread "
-            " AND (p.created_at, p.rowid) < (m.created_at, m.rowid) "
-            " ORDER BY p.created_at DESC, p.rowid DESC LIMIT 1), "
-            "(SELECT n.rowid FROM memories n WHERE n.user_id = m.user_id AND n.thread = m.thread "
-            " AND (n.created_at, n.rowid) > (m.created_at, m.rowid) "
-            " ORDER BY n.created_at, n.rowid LIMIT 1) "
-            f"FROM memories m WHERE m.rowid IN ({_marks(chunk)})", chunk).fetchall()
-        pairs.update({r[0]: (r[1], r[2]) for r in rows})
-    return pairs
-
-
-def newest(sql: "SQLStore", where: str, args: list, n: int) -> list[int]:
-    """rowids of the ``n`` newest memories passing ``where`` (alias ``m``)."""
-    return [r[0] for r in sql.conn.execute(
-        f"SELECT m.rowid FROM memories m WHERE {where} ORDER BY m.created_at DESC LIMIT ?", [*args, n])]
-
-
-def most_important(sql: "SQLStore", where: str, args: list, n: int) -> list[int]:
-    """rowids of the ``n`` most important memories (above 0.5) passing ``where`` (alias ``m``)."""
-    return [r[0] for r in sql.conn.execute(
-        f"SELECT m.rowid FROM memories m WHERE {where} AND m.importance > 0.5 "
-        f"ORDER BY m.importance DESC LIMIT ?", [*args, n])]
-
-
 def speakers(sql: "SQLStore", user: str) -> list[str]:
     """The speakers of the user's conversations."""
     return [r[0] for r in sql.conn.execute(
         "SELECT DISTINCT speaker FROM memories WHERE user_id = ? AND speaker IS NOT NULL", (user,))]
 
 
-def rowids_of(sql: "SQLStore", ids: list[str]) -> list[int]:
-    """The rowids of the memories ``ids`` that exist."""
-    return [r["rowid"] for r in sql.rows(f"SELECT rowid FROM memories WHERE id IN ({_marks(ids)})", ids)]
+def rowids_of(sql: "SQLStore", ids: list[str]) -> dict[str, int]:
+    """memory id -> rowid, of the memories ``ids`` that exist."""
+    out: dict[str, int] = {}
+    for i in range(0, len(ids), 900):
+        part = ids[i:i + 900]
+        out.update(sql.conn.execute(f"SELECT id, rowid FROM memories WHERE id IN ({_marks(part)})", part).fetchall())
+    return out
+
+
+def ids_of(sql: "SQLStore", rowids: list[int]) -> dict[int, str]:
+    """rowid -> memory id, of the rowids that exist."""
+    return dict(sql.conn.execute(f"SELECT rowid, id FROM memories WHERE rowid IN ({_marks(rowids)})", rowids).fetchall())
+
+
+def texts_of(sql: "SQLStore", rowids: list[int]) -> dict[int, str]:
+    """rowid -> text, of the rowids that exist."""
+    return dict(sql.conn.execute(f"SELECT rowid, text FROM memories WHERE rowid IN ({_marks(rowids)})",
+                                 rowids).fetchall())
 
 
 @dataclass
@@ -347,14 +314,6 @@ class SearchIndex:
             return []
         where, args = f.sql("m")
         return [(r[0], -float(r[1])) for r in keyword_hits(self.sql, match, where, args, n)]
-
-    def rows(self, rowids: Any, f: Filters) -> dict[int, dict]:
-        """The candidates that pass every filter, with the columns ranking needs."""
-        rowids = list(rowids)
-        if not rowids:
-            return {}
-        where, args = f.sql("m")
-        return rank_rows(self.sql, rowids, where, args)
 
     def speakers_named(self, text: str, user: str) -> list[str]:
         """The speakers of the user's conversations that the query names (whole words)."""
