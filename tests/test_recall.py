@@ -84,7 +84,7 @@ def test_keyword_search_skips_words_found_in_most_memories(store) -> None:
 
 
 def test_keyword_search_keeps_its_rarest_words_within_a_postings_budget(store, monkeypatch) -> None:
-    import brandmind.storage.search as search
+    import brandmind.storage.keywords as search
 
     with Memory() as mem:
         mem.ingest([{"role": "user", "content": f"note {i} about the weather" + (" and the garden" if i < 5 else "")}

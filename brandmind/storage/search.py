@@ -24,19 +24,9 @@ if TYPE_CHECKING:  # pragma: no cover
 def _marks(items: list) -> str:
     return ",".join("?" * len(items))
 
-COMMON_SHARE = 0.1     # keyword search skips words found in more than this share of memories
-COMMON_MIN_DOCS = 20   # ... once the store holds at least this many
-MAX_POSTINGS = 20_000  # ... and keeps its rarest words within this many documents in all
-STOPWORDS = frozenset("""
-a about above after again against all am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further
-had has have having he her here hers herself him himself his how i if in into is it its itself
-just me more most my myself no nor not now of off on once only or other our ours ourselves out
-over own same she should so some such than that the their theirs them themselves then there
-these they this those through to too under until up very was we were what when where which
-while who whom why will with would you your yours yourself yourselves s t don
-""".split())
-_WORD = re.compile(r"\w+", re.UNICODE)
+# keyword search: storage/keywords.py (its names re-exported for recall.py and memory.py)
+from .keywords import (CANDIDATE_POSTINGS, COMMON_MIN_DOCS, COMMON_SHARE, MAX_POSTINGS,  # noqa: E402,F401
+                       STOPWORDS, KeywordSearch, keyword_query, query_words)
 
 
 # -- "currently true" / "true as of" ------------------------------------------------------------
@@ -79,43 +69,6 @@ def vectors_of(sql: "SQLStore", rowids: list[int], chunk: int = 0) -> list[tuple
         out.extend(sql.conn.execute(
             f"SELECT rowid, embedding FROM memories_vec WHERE rowid IN ({_marks(part)})", part).fetchall())
     return out
-
-
-def query_tokenizer(sql: "SQLStore") -> tuple[Any, int]:
-    """The FTS5 tokenizer of ``memories_fts`` (porter over unicode61) and its query flag."""
-    import apsw
-
-    return sql.conn.fts5_tokenizer("porter", ["unicode61"]), apsw.FTS5_TOKENIZE_QUERY
-
-
-def doc_freq(sql: "SQLStore", terms: list[str]) -> dict[str, int]:
-    """term -> the number of memories holding it (``memories_vocab``)."""
-    if not terms:
-        return {}
-    return dict(sql.conn.execute(f"SELECT term, doc FROM memories_vocab WHERE term IN ({_marks(terms)})",
-                                 terms).fetchall())
-
-
-def keyword_hits(sql: "SQLStore", match: str, where: str, args: list, n: int) -> list[tuple[int, float]]:
-    """The best ``n`` FTS5 hits of ``match`` that pass ``where`` (alias ``m``): ``(rowid, bm25)``,
-    best (lowest) first.
-
-    The keyword hits are ranked first and only the best ``4 n`` of them joined with memories
-    for the filters: a common word can match a third of the store, and joining every hit was
-    most of the cost.  If fewer than n of those pass the filters (other users' memories),
-    every hit is ranked.  Both orders are total (score, rowid), so the answer is the same."""
-    pool = 4 * n
-    rows = sql.conn.execute(
-        f"SELECT m.rowid, h.s FROM (SELECT rowid, bm25(memories_fts) AS s FROM memories_fts "
-        f"WHERE memories_fts MATCH ? ORDER BY s, rowid LIMIT ?) AS h "
-        f"JOIN memories m NOT INDEXED ON m.rowid = h.rowid WHERE {where} ORDER BY h.s, m.rowid LIMIT ?",
-        [match, pool, *args, n]).fetchall()
-    if len(rows) < n:
-        rows = sql.conn.execute(
-            f"SELECT m.rowid, bm25(memories_fts) AS s FROM memories_fts JOIN memories m NOT INDEXED "
-            f"ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ? AND {where} "
-            f"ORDER BY s, m.rowid LIMIT ?", [match, *args, n]).fetchall()
-    return rows
 
 
 def speakers(sql: "SQLStore", user: str) -> list[str]:
@@ -204,22 +157,6 @@ class Filters:
         return " AND ".join(where), args
 
 
-def query_words(text: str) -> list[str]:
-    """The query's content words, lower-cased, deduplicated, in order (at most 32)."""
-    words = [w.lower() for w in _WORD.findall(text)]
-    content = [w for w in words if w not in STOPWORDS] or words
-    return list(dict.fromkeys(content))[:32]
-
-
-def keyword_query(text: str | list[str], op: str = "OR") -> str | None:
-    """An FTS5 query joining the query's content words with ``op`` (OR: any word, AND:
-    every word), each word quoted, so it is never FTS syntax."""
-    words = query_words(text) if isinstance(text, str) else text
-    if not words:
-        return None
-    return f" {op} ".join('"' + w.replace('"', '""') + '"' for w in words)
-
-
 class SearchIndex:
     """Candidates of every lookup signal, with their caches; one per open store."""
 
@@ -229,7 +166,7 @@ class SearchIndex:
         self._data_version: int | None = None
         self._total: tuple[int, int] | None = None  # (data_version, number of memories)
         self._speakers: dict[str, tuple[int, list[str]]] = {}
-        self._tokenizer: Any = None
+        self.keywords = KeywordSearch(sql)
         self._stale = True
 
     def invalidate(self) -> None:
@@ -272,35 +209,8 @@ class SearchIndex:
 
     # -- keyword candidates ------------------------------------------------------
     def selective_words(self, query: str) -> list[str]:
-        """The query's words minus those in more than COMMON_SHARE of all 
-
-        Such a word (a speaker's name prefixed to every turn, a topic the whole store is
-        about) weighs next to nothing in BM25, yet makes FTS5 score a large share of the
-        store: dropping it keeps keyword search fast and its candidates specific.  The
-        vector signal still sees the whole query."""
-        words = query_words(query)
-        if not words:
-            return []
-        total = self.memory_count()
-        if total < COMMON_MIN_DOCS:
-            return words
-        if self._tokenizer is None:
-            self._tokenizer = query_tokenizer(self.sql)
-        tokenize, flags = self._tokenizer
-        stems = {w: [t[2] for t in tokenize(w.encode(), flags, None)] for w in words}
-        df = doc_freq(self.sql, sorted({t for ts in stems.values() for t in ts}))
-        limit = COMMON_SHARE * total
-        freq = {w: max((df.get(t, 0) for t in stems[w]), default=0) for w in words}
-        kept = [w for w in words if not stems[w] or min(df.get(t, 0) for t in stems[w]) <= limit]
-        # FTS5 scores every posting of every word: past MAX_POSTINGS, the most frequent of
-        # the kept words (the least informative to BM25) go, so a query's cost stays bounded
-        budget, keep = 0, set()
-        for w in sorted(kept, key=lambda w: (freq[w], w)):
-            if keep and budget + freq[w] > MAX_POSTINGS:
-                break
-            budget += freq[w]
-            keep.add(w)
-        return [w for w in kept if w in keep]
+        """The query's words that choose keyword candidates (storage/keywords.py)."""
+        return self.keywords.words(query)[0]
 
     def memory_count(self) -> int:
         version = data_version(self.sql)
@@ -309,11 +219,9 @@ class SearchIndex:
         return self._total[1]
 
     def keyword_candidates(self, query: str, f: Filters, n: int) -> list[tuple[int, float]]:
-        match = keyword_query(self.selective_words(query))
-        if match is None:
-            return []
+        """The best ``n`` keyword hits passing ``f``: ``(rowid, -bm25)``, best first."""
         where, args = f.sql("m")
-        return [(r[0], -float(r[1])) for r in keyword_hits(self.sql, match, where, args, n)]
+        return self.keywords.candidates(query, where, args, n)
 
     def speakers_named(self, text: str, user: str) -> list[str]:
         """The speakers of the user's conversations that the query names (whole words)."""
