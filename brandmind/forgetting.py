@@ -68,6 +68,7 @@ def forget_ids(store: "Store", ids: Iterable[str], bead_ids: Iterable[str] = ())
                 forget_nodes_in_log(t, {node}, hlc_key(op["hlc"]))
         store.catch_up()
     store.sql.truncate_wal()  # the pages that held the text leave the WAL file too
+    store.searcher.forgotten()  # and their vectors the recall index file
     return {"memories": ids, "beads": beads, "nodes": sorted(orphans)}
 
 
@@ -82,3 +83,4 @@ def forget_user_ops(store: "Store", user: str) -> None:
         # those); their ops arriving later by sync are stored redacted
         forget_user_in_log(t, op)
     store.catch_up()
+    store.searcher.forgotten(names=True)  # the user's vectors and name leave the recall index file

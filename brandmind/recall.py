@@ -149,19 +149,23 @@ class Searcher:
             pos = np.concatenate([pos, fresh])
             scoring.base_scores(p, s, start)
         where = dict(zip(pos.tolist(), range(len(pos))))
-        episode = p.cols["episode"]
+        episode = p.cols["episode"].tolist()
+        prev, nxt = p.prev.tolist(), p.next.tolist()
+        half = len(seeds)
+        around = around.tolist()
         for j, seed in enumerate(seeds.tolist()):
             links = []
-            for x in (around[j], around[len(seeds) + j]):
-                i = where.get(int(x), -1) if x >= 0 else -1
+            for x in (around[j], around[half + j]):
+                i = where.get(x, -1) if x >= 0 else -1
                 links.append(i if i >= 0 and episode[i] == episode[seed] else -1)
             # the turn just before or after in the thread is a neighbour only within the
             # episode; adjacency goes both ways: the turn after a seed has the seed before it
-            p.prev[seed], p.next[seed] = links
-            if links[0] >= 0 and p.next[links[0]] < 0:
-                p.next[links[0]] = seed
-            if links[1] >= 0 and p.prev[links[1]] < 0:
-                p.prev[links[1]] = seed
+            prev[seed], nxt[seed] = links
+            if links[0] >= 0 and nxt[links[0]] < 0:
+                nxt[links[0]] = seed
+            if links[1] >= 0 and prev[links[1]] < 0:
+                prev[links[1]] = seed
+        p.prev, p.next = np.array(prev, np.int64), np.array(nxt, np.int64)
         return pos
 
     def _graph(self, seeds: list[tuple[str, float]], w: Weights) -> dict[str, tuple[float, dict]]:

@@ -98,3 +98,21 @@ def test_keyword_search_keeps_its_rarest_words_within_a_postings_budget(store, m
         # the rarest word always stays, even alone over the budget
         monkeypatch.setattr(search, "MAX_POSTINGS", 0)
         assert mem.store.searcher.selective_words("garden weather") == ["garden"]
+
+
+def test_a_forgotten_memory_leaves_no_vector_and_a_forgotten_user_no_name_in_the_index_file(store) -> None:
+    import numpy as np
+
+    with Memory() as mem:
+        for i in range(5):
+            mem.remember(f"filler {i} about the weather", user="zoe")
+        secret = mem.remember("my locker code is 4417", user="ann")
+        mem.recall("locker", user="ann")  # the index file is written
+        path = mem.store.paths.data_dir / "recall.idx"
+        vec = np.asarray(mem.embedder.embed_documents([secret["text"]])[0], np.float32).tobytes()
+        assert vec in path.read_bytes() and b"ann" in path.read_bytes()  # the check can fail
+        mem.forget(secret["id"])
+        assert vec not in path.read_bytes()
+        mem.forget_user("ann")
+        assert b'"ann"' not in path.read_bytes()
+        assert len(mem.recall("weather", user="zoe")) == 5

@@ -141,3 +141,51 @@ def smallest(dist: np.ndarray, k: int) -> np.ndarray:
     elif len(idx) > 4 * k:  # far too many (a wide tie): keep the k nearest
         idx = np.sort(idx[np.argpartition(dist[idx], k - 1)[:k]])
     return idx
+
+
+def scrub(path: Path, rowids: list[int]) -> int:
+    """Overwrite with zeros, in the index file at ``path`` itself, the vectors and sign codes
+    of ``rowids`` (forgotten memories) and mark them deleted; returns how many were there.
+    Other processes' copy-on-write mappings see the zeros too, in the pages they have not
+    changed themselves (they find the rows deleted when they catch up anyway)."""
+    try:
+        fh = open(path, "r+b")
+    except OSError:
+        return 0
+    with fh:
+        buf = mmap.mmap(fh.fileno(), 0)
+        try:
+            header = _header(buf)
+            cols = _views(buf, int(header["capacity"]), int(header["dim"]))
+            have = cols["rowid"][:int(header["count"])]
+            want = np.asarray(sorted(rowids), np.int64)
+            pos = np.minimum(np.searchsorted(have, want), max(len(have) - 1, 0))
+            pos = pos[have[pos] == want] if len(have) else pos[:0]
+            for name in ("vec", "alive", "has_vec"):
+                cols[name][pos] = 0
+            cols["code"][:, pos] = 0
+            buf.flush()
+            del cols, have
+            return len(pos)
+        except (ValueError, KeyError, TypeError):
+            return 0
+        finally:
+            try:
+                buf.close()
+            except BufferError:
+                pass
+
+
+def scrub_names(path: Path) -> None:
+    """Overwrite with zeros, in the file itself, the dictionaries of an index file (user,
+    agent and speaker names: after a user is forgotten; the caller then writes a new file)."""
+    try:
+        with open(path, "r+b") as fh:
+            head = fh.read(ALIGN)
+            header = _header(head)
+            fh.seek(_layout(int(header["capacity"]), int(header["dim"]))[1])
+            fh.write(b"\0" * int(header.get("dicts_bytes", 0)))
+            fh.flush()
+            os.fsync(fh.fileno())
+    except (OSError, ValueError, KeyError, TypeError):
+        pass

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..clock import now_millis
-from .indexfile import COLUMNS, IndexFile, signs, smallest
+from .indexfile import COLUMNS, IndexFile, scrub, signs, smallest
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sqlstore import SQLStore
@@ -420,7 +420,12 @@ class RecallIndex:
             if pos >= 0:
                 self._unlink(int(pos))
         old = self.positions(sorted(gone))
-        self.cols["alive"][old[old >= 0]] = 0
+        old = old[old >= 0]
+        self.cols["alive"][old] = 0
+        self.cols["vec"][old] = 0
+        self.cols["code"][:, old] = 0
+        if gone and self.path is not None:
+            scrub(self.path, sorted(gone))  # a forgotten memory's vector leaves the file too
         rows = sorted(rows)
         have = self.positions([r[0] for r in rows])
         fresh = [r for r, p in zip(rows, have) if p < 0]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..clock import now_millis, parse_time
+from .indexfile import scrub_names
 from .recallindex import RecallIndex
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -178,6 +179,19 @@ class SearchIndex:
         """Write the recall index file if this process caught up well beyond it."""
         if self.index is not None:
             self.index.close()
+
+    def forgotten(self, *, names: bool = False) -> None:
+        """After a forget: the recall index catches up now, which overwrites the forgotten
+        memories' vectors in its file (if it has one; else nothing holds them); ``names``
+        (a user forgotten): its dictionaries of names too, and a new file is written
+        without that user's."""
+        path = self.sql.path.with_name("recall.idx")
+        if self.index is None and not path.exists():
+            return
+        index = self.recall_index()
+        if names:
+            scrub_names(path)
+            index.build()
 
     # -- vector candidates -------------------------------------------------------
     def recall_index(self) -> RecallIndex:
