@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import mmap
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 MAGIC = b"BMRIDX01"
-VERSION = 1
+VERSION = 2
+CODE_BITS = 2  # sign bits per dimension: the signs of the vector times ``rotation(dim)``
 ALIGN = 4096
 # the small columns: name -> dtype (code and vec are added with the store's dimension)
 COLUMNS = {"rowid": "<i8", "alive": "u1", "has_vec": "u1", "user": "<i4", "agent": "<i4", "type": "<i4",
@@ -26,9 +28,9 @@ COLUMNS = {"rowid": "<i8", "alive": "u1", "has_vec": "u1", "user": "<i4", "agent
 
 def _layout(cap: int, dim: int) -> tuple[list[tuple[str, str, tuple, int]], int]:
     """(name, dtype, shape, offset) of every array in a file of capacity ``cap``, and its size."""
-    words = (dim + 63) // 64
+    words = (CODE_BITS * dim + 63) // 64
     specs = [(name, dt, (cap,)) for name, dt in COLUMNS.items()]
-    specs += [("code", "<u8", (words, cap)), ("vec", "<f4", (cap, dim))]
+    specs += [("code", "<u8", (words, cap)), ("vec", "<f4", (cap, dim)), ("rot", "<f4", (dim, CODE_BITS * dim))]
     out, pos = [], ALIGN
     for name, dt, shape in specs:
         out.append((name, dt, shape, pos))
@@ -52,9 +54,20 @@ def _header(buf: Any) -> dict:
     return json.loads(bytes(buf[16:16 + size]))
 
 
-def signs(vectors: np.ndarray) -> np.ndarray:
-    """Sign bits of ``vectors`` (rows) as uint64 words, one column per vector: (words, rows)."""
-    v = np.atleast_2d(vectors)
+@lru_cache(maxsize=4)
+def rotation(dim: int) -> np.ndarray:
+    """``CODE_BITS`` random orthogonal ``dim`` x ``dim`` blocks side by side: the sign codes
+    are of the vector rotated (SimHash), so every bit depends on every dimension and the
+    Hamming distance tracks the angle whatever the embedder (the raw signs of a sparse
+    vector, such as the hash embedder's, say little).  A new file stores its own."""
+    rng = np.random.default_rng(20_261_125 + dim)
+    blocks = [np.linalg.qr(rng.standard_normal((dim, dim)))[0] for _ in range(CODE_BITS)]
+    return np.concatenate(blocks, axis=1).astype(np.float32)
+
+
+def signs(vectors: np.ndarray, rot: np.ndarray) -> np.ndarray:
+    """Sign codes of ``vectors`` (rows) as uint64 words, one column per vector: (words, rows)."""
+    v = np.atleast_2d(vectors) @ rot
     words = (v.shape[1] + 63) // 64
     bits = np.packbits(v > 0, axis=1)
     pad = words * 8 - bits.shape[1]

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..clock import now_millis
-from .indexfile import COLUMNS, IndexFile, scrub, signs, smallest
+from .indexfile import COLUMNS, IndexFile, rotation, scrub, signs, smallest
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sqlstore import SQLStore
@@ -46,6 +46,8 @@ if TYPE_CHECKING:  # pragma: no cover
 HI = np.iinfo(np.int64).max   # NULL valid_to / retired_at (never ends)
 LO = np.iinfo(np.int64).min   # NULL valid_from (always began)
 CHANGES_KEEP = 1 << 20        # mem_changes rows kept (a file further behind is rebuilt)
+EXACT_MAX = 16384             # up to this many rows a vector search scans exactly (cheaper)
+FIRST_KEEP = 10              # x rescore: rows kept by the first half of the code bits
 STALE_ROWS = 2048             # rows caught up beyond the file before it is rewritten (or 1%)
 
 SCHEMA = (
@@ -164,6 +166,18 @@ def episode_key(user: str, thread: str | None, episode: str | None) -> int:
     return ((zlib.crc32(raw) << 31) ^ zlib.adler32(raw)) or 1
 
 
+def _hamming(code: np.ndarray, qcode: np.ndarray, n: int) -> np.ndarray:
+    """Hamming distances of ``qcode`` to the first ``n`` codes (column-major words)."""
+    tmp = np.empty(n, np.uint64)
+    bits = np.empty(n, np.uint8)
+    dist = np.zeros(n, np.uint16)
+    for w in range(code.shape[0]):
+        np.bitwise_xor(code[w, :n], qcode[w], out=tmp)
+        np.bitwise_count(tmp, out=bits)
+        dist += bits
+    return dist
+
+
 def _capacity(rows: int) -> int:
     return max(4096, int(rows * 1.25) + 1024)
 
@@ -265,6 +279,7 @@ class RecallIndex:
             seq = last_change(sql)[1]
             f, fh = self._new_file(_capacity(total))
             cols, n = f.cols, 0
+            cols["rot"][:] = rotation(sql.dim)
             cur = all_rows(sql)
             while True:
                 rows = list(islice(cur, 65536))
@@ -295,6 +310,7 @@ class RecallIndex:
                 f.cols[name][dst] = old[name][part]
             f.cols["code"][:, dst] = old["code"][:, part]
             f.cols["vec"][dst] = old["vec"][part]
+        f.cols["rot"][:] = old["rot"]
         self._finish(f, fh, m, self.seq)
 
     def close(self) -> None:
@@ -327,7 +343,7 @@ class RecallIndex:
         cols["next"][pos] = -1
 
     @staticmethod
-    def _put_vectors(cols: dict, rowids: np.ndarray, items: list[tuple[int, bytes]]) -> None:
+    def _put_vectors(cols: dict, rowids: np.ndarray, items: list[tuple[int, bytes]]) -> None:  # noqa: D401
         if not items:
             return
         want = np.fromiter((r for r, _ in items), np.int64, len(items))
@@ -337,7 +353,7 @@ class RecallIndex:
         vecs = np.frombuffer(b"".join(b for _, b in items), np.float32).reshape(len(items), dim)[ok]
         pos = pos[ok]
         cols["vec"][pos] = vecs
-        cols["code"][:, pos] = signs(vecs)
+        cols["code"][:, pos] = signs(vecs, cols["rot"])
         cols["has_vec"][pos] = 1
 
     @staticmethod
@@ -519,36 +535,37 @@ class RecallIndex:
             self._timed = (self.version, np.flatnonzero((cols["retired"][:n] != HI) | (cols["valid_to"][:n] != HI)))
         return self._timed[1]
 
-    def nearest(self, q: np.ndarray, m: np.ndarray, k: int, rescore: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+    def nearest(self, q: np.ndarray, m: np.ndarray, k: int, rescore: int = 2000) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` positions passing ``m`` nearest to ``q`` (cosine, best first; ties: lower
-        rowid) and their cosines.  Past ``4 * rescore`` rows: a Hamming scan of the sign
-        codes, then the ``rescore`` nearest codes (or more, at a tie) are scored exactly."""
+        rowid) and their cosines.  Past ``EXACT_MAX`` rows, a first pass on the sign codes:
+        the Hamming distance on the first half of the bits over every row, on all the bits
+        for the nearest ``FIRST_KEEP`` x ``rescore`` of those, then the ``rescore`` nearest
+        codes are scored exactly (recall@10 against an exact scan: scripts/bench_speed.py)."""
         cols, n = self.cols, self.n
         ok = m & (cols["has_vec"][:n] == 1)
         idx = np.flatnonzero(ok)
         if not len(idx):
             return idx, np.zeros(0, np.float32)
-        if len(idx) > 4 * rescore:
-            dist = self._hamming(signs(q.astype(np.float32))[:, 0], n)
+        rescore = max(rescore, k)
+        if len(idx) > max(EXACT_MAX, 2 * rescore):
+            qcode = signs(q.astype(np.float32), cols["rot"])[:, 0]
+            code = cols["code"]
+            half = code.shape[0] // 2
+            dist = _hamming(code[:half], qcode[:half], n)
             if len(idx) < n:
                 dist[~ok] = np.iinfo(np.uint16).max
-            idx = smallest(dist, max(rescore, k))
-        sims = np.einsum("ij,j->i", cols["vec"][idx], q)
+            first = smallest(dist, min(len(idx), FIRST_KEEP * rescore))
+            dist = dist[first] + _hamming(code[half:, first], qcode[half:], len(first))
+            idx = first[np.sort(np.argpartition(dist, rescore - 1)[:rescore])]
+            sims = np.einsum("ij,j->i", cols["vec"][idx], q)
+        elif len(idx) == n:
+            sims = np.einsum("ij,j->i", cols["vec"][:n], q)
+        else:
+            sims = np.einsum("ij,j->i", cols["vec"][idx], q)
         k = min(k, len(idx))
         top = np.argpartition(-sims, k - 1)[:k]
         top = top[np.lexsort((idx[top], -sims[top]))]
         return idx[top], sims[top]
-
-    def _hamming(self, qcode: np.ndarray, n: int) -> np.ndarray:
-        code = self.cols["code"]
-        tmp = np.empty(n, np.uint64)
-        bits = np.empty(n, np.uint8)
-        dist = np.zeros(n, np.uint16)
-        for w in range(code.shape[0]):
-            np.bitwise_xor(code[w, :n], qcode[w], out=tmp)
-            np.bitwise_count(tmp, out=bits)
-            dist += bits
-        return dist
 
     def cosines(self, pos: np.ndarray, q: np.ndarray) -> np.ndarray:
         """Cosines of the rows at ``pos`` (0 for those without a vector yet)."""

@@ -1,0 +1,89 @@
+"""The recall index (brandmind/storage/recallindex.py): the sign-code first pass finds what
+an exact scan finds, the filter columns agree with the SQL filters, the neighbour links
+agree with the thread order in SQLite, and the file survives what other processes do."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from brandmind.memory import Memory
+from brandmind.storage import recallindex
+from brandmind.storage.search import Filters
+
+
+@pytest.fixture()
+def big(store):
+    """1,200 memories of two users, two agents and three types, some retired, in threads."""
+    with Memory() as mem:
+        lines = [json.dumps({"role": "user", "speaker": "Ann" if i % 3 else "Bo", "thread": f"t{i % 4}",
+                             "content": f"message {i} about topic {i % 37} and colour {i % 11} with word w{i % 101}",
+                             "ts": 1_700_000_000_000 + i * 60_000})
+                 for i in range(1000)]
+        mem.ingest(lines, user="ann")
+        for i in range(200):
+            mem.remember(f"fact {i}: the item {i % 13} is kept in box {i % 7}", user="ann" if i % 2 else "zed",
+                         agent="a1" if i % 5 == 0 else None, type="fact" if i % 3 else "preference")
+        yield mem
+
+
+def test_the_code_first_pass_finds_what_an_exact_scan_finds(big, monkeypatch):
+    monkeypatch.setattr(recallindex, "EXACT_MAX", 0)
+    monkeypatch.setattr(recallindex, "FIRST_KEEP", 2)
+    ri = big.store.searcher.recall_index()
+    m = ri.mask(Filters(user="ann"))
+    vecs = np.asarray(ri.cols["vec"][:ri.n])
+    found = 0
+    for q in big.embedder.embed_documents([f"topic {i} colour {i % 11}" for i in range(30)]):
+        q = np.asarray(q, np.float32)
+        pos, sims = ri.nearest(q, m, 10, rescore=100)
+        assert np.all(np.diff(sims) <= 0) and m[pos].all()
+        exact = np.flatnonzero(m)[np.argsort(-(vecs[m] @ q), kind="stable")[:10]]
+        found += len(set(pos.tolist()) & set(exact.tolist()))
+    assert found / 300 >= 0.9  # 100 of ~1,100 rows rescored
+
+
+def test_the_mask_agrees_with_the_sql_filters(big):
+    ri = big.store.searcher.recall_index()
+    (first,) = big.sql.conn.execute("SELECT id FROM memories WHERE user_id = 'ann' LIMIT 1").fetchone()
+    big.forget(first)
+    ri = big.store.searcher.recall_index()
+    cases = [Filters(user="ann"), Filters(user="zed"), Filters(user="nobody"), Filters(user="ann", agent="a1"),
+             Filters(user="ann", agent="a1", scope="agent"), Filters(user="ann", scope="global"),
+             Filters(user="ann", types=("preference",)), Filters(user="ann", since=1_700_000_000_000 + 500 * 60_000),
+             Filters(user="ann", until=1_700_000_000_000 + 10 * 60_000), Filters(user="ann", everything=True)]
+    for f in cases:
+        where, args = f.sql("m")
+        want = {r[0] for r in big.sql.conn.execute(f"SELECT rowid FROM memories m WHERE {where}", args)}
+        got = set(ri.cols["rowid"][:ri.n][ri.mask(f)].tolist())
+        assert got == want, f
+
+
+def test_neighbour_links_follow_the_thread_order_after_adds_and_forgets(big):
+    ri = big.store.searcher.recall_index()
+    turns = [r[0] for r in big.sql.conn.execute("SELECT id FROM memories WHERE thread = 't1' ORDER BY created_at")]
+    big.forget(turns[3])
+    big.ingest([json.dumps({"role": "user", "thread": "t1", "content": "a late turn",
+                            "ts": 1_700_000_000_000 + 10 * 60_000 + 1})], user="ann")  # lands mid-thread
+    ri = big.store.searcher.recall_index()
+    rows = big.sql.conn.execute("SELECT rowid, user_id, thread FROM memories WHERE thread IS NOT NULL "
+                                "ORDER BY user_id, thread, created_at, rowid").fetchall()
+    want = {}
+    for a, b in zip(rows, rows[1:]):
+        if a[1:] == b[1:]:
+            want[a[0]] = b[0]
+    pos = ri.positions([r[0] for r in rows])
+    got = {int(ri.cols["rowid"][p]): int(ri.cols["next"][p]) for p in pos if ri.cols["next"][p] >= 0}
+    assert got == want
+
+
+def test_a_torn_or_foreign_file_is_rebuilt_not_trusted(store):
+    with Memory() as mem:
+        mem.remember("the red kite nests in the oak")
+        mem.recall("kite")
+        path = mem.store.paths.data_dir / "recall.idx"
+    path.write_bytes(path.read_bytes()[:5000])  # torn
+    with Memory() as mem:
+        assert mem.recall("where does the kite nest", k=1)[0]["text"] == "the red kite nests in the oak"
+    assert path.stat().st_size > 5000
