@@ -81,6 +81,7 @@ class IndexFile:
 
     def __init__(self, buf: Any, header: dict) -> None:
         self.buf, self.header = buf, header
+        self.shared = False  # a writable shared mapping of a new file (``create``)
         self.cap, self.dim = int(header["capacity"]), int(header["dim"])
         self.cols = _views(buf, self.cap, self.dim)
 
@@ -106,7 +107,16 @@ class IndexFile:
             buf = mmap.mmap(fh.fileno(), size)
         else:
             buf = mmap.mmap(-1, size)
-        return cls(buf, {"version": VERSION, "capacity": cap, "dim": dim}), fh
+        f = cls(buf, {"version": VERSION, "capacity": cap, "dim": dim})
+        f.shared = fh is not None
+        return f, fh
+
+    def release(self) -> None:
+        """While a new file is written: drop this process's mapping of the pages written so
+        far (they stay in the page cache, to be written out), so writing a 1M-memory index
+        does not hold the whole file as resident memory."""
+        if self.shared and hasattr(mmap, "MADV_DONTNEED"):  # dirty pages stay dirty in the page cache
+            self.buf.madvise(mmap.MADV_DONTNEED)
 
     def finish(self, fh: Any, header: dict, final: Path | None) -> None:
         """Write the header (and, in a file, the dictionaries after the arrays), sync, and
@@ -128,6 +138,7 @@ class IndexFile:
             # from now on this process's changes stay its own (copy-on-write), like a reader's
             self.buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
             self.cols = _views(self.buf, self.cap, self.dim)
+            self.shared = False
             if final is not None:
                 os.replace(fh.name, final)
             fh.close()

@@ -294,6 +294,7 @@ class RecallIndex:
                 if len(batch) >= 16384:
                     self._put_vectors(cols, rowids, batch)
                     batch = []
+                    f.release()
             self._put_vectors(cols, rowids, batch)
             self._link_all(cols, rowids, turn_order(sql))
         self._finish(f, fh, n, seq)
@@ -310,6 +311,7 @@ class RecallIndex:
                 f.cols[name][dst] = old[name][part]
             f.cols["code"][:, dst] = old["code"][:, part]
             f.cols["vec"][dst] = old["vec"][part]
+            f.release()
         f.cols["rot"][:] = old["rot"]
         self._finish(f, fh, m, self.seq)
 
