@@ -101,7 +101,13 @@ class Searcher:
         f, w = q.filters, q.weights
         n = max(POOL, 4 * q.k)
         vpos, vcos = ri.nearest(q.vector, m, n)
-        kw = self.index.keyword_candidates(q.text, f, n)
+        def passing(rowids: list[int]) -> set[int]:
+            at = ri.positions(rowids)
+            ok = at >= 0
+            ok[ok] = m[at[ok]]
+            return set(np.asarray(rowids, np.int64)[ok].tolist())
+
+        kw = self.index.keyword_candidates(q.text, f, n, passing)
         kpos = ri.positions([r for r, _ in kw])
         kscore = np.array([s for _, s in kw], np.float64)
         ok = kpos >= 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -232,10 +232,13 @@ class SearchIndex:
             self._total = (version, count(self.sql))
         return self._total[1]
 
-    def keyword_candidates(self, query: str, f: Filters, n: int) -> list[tuple[int, float]]:
-        """The best ``n`` keyword hits passing ``f``: ``(rowid, -bm25)``, best first."""
+    def keyword_candidates(self, query: str, f: Filters, n: int,
+                           check: Callable[[list[int]], set[int]] | None = None) -> list[tuple[int, float]]:
+        """The best ``n`` keyword hits passing ``f``: ``(rowid, -bm25)``, best first
+        (``check``: which of some rowids pass ``f``, answered without SQL, e.g. by the
+        recall index's mask)."""
         where, args = f.sql("m")
-        return self.keywords.candidates(query, where, args, n)
+        return self.keywords.candidates(query, where, args, n, check)
 
     def speakers_named(self, text: str, user: str) -> list[str]:
         """The speakers of the user's conversations that the query names (whole words)."""
