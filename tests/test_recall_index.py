@@ -87,3 +87,19 @@ def test_a_torn_or_foreign_file_is_rebuilt_not_trusted(store):
     with Memory() as mem:
         assert mem.recall("where does the kite nest", k=1)[0]["text"] == "the red kite nests in the oak"
     assert path.stat().st_size > 5000
+
+
+def test_rebuild_and_reindex_write_a_new_index_file(store):
+    with Memory() as mem:
+        for i in range(30):
+            mem.remember(f"note {i}: the harbour crane lifts container {i}")
+        before = [h["id"] for h in mem.recall("which crane lifts container 7", k=5)]
+        path = mem.store.paths.data_dir / "recall.idx"
+        first = path.stat().st_ino
+        mem.admin.rebuild()
+        assert path.stat().st_ino != first  # written by the rebuild, not by a later query
+        rebuilt = path.stat().st_ino
+        assert [h["id"] for h in mem.recall("which crane lifts container 7", k=5)] == before
+        mem.admin.reindex()
+        assert path.stat().st_ino != rebuilt
+        assert [h["id"] for h in mem.recall("which crane lifts container 7", k=5)] == before
