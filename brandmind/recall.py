@@ -107,6 +107,8 @@ class Searcher:
             ok[ok] = m[at[ok]]
             return set(np.asarray(rowids, np.int64)[ok].tolist())
 
+        # one after the other: in a second thread the keyword query measured slower (the GIL)
+        vpos, vcos = ri.nearest(q.vector, m, n)
         kw = self.index.keyword_candidates(q.text, f, n, passing)
         kpos = ri.positions([r for r, _ in kw])
         kscore = np.array([s for _, s in kw], np.float64)

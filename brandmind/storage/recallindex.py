@@ -47,6 +47,7 @@ HI = np.iinfo(np.int64).max   # NULL valid_to / retired_at (never ends)
 LO = np.iinfo(np.int64).min   # NULL valid_from (always began)
 CHANGES_KEEP = 1 << 20        # mem_changes rows kept (a file further behind is rebuilt)
 EXACT_MAX = 16384             # up to this many rows a vector search scans exactly (cheaper)
+RESCORE_SHARE = 250           # rows per exactly rescored candidate (within 1,000-4,000)
 FIRST_KEEP = 10              # x rescore: rows kept by the first half of the code bits
 STALE_ROWS = 2048             # rows caught up beyond the file before it is rewritten (or 1%)
 
@@ -537,17 +538,20 @@ class RecallIndex:
             self._timed = (self.version, np.flatnonzero((cols["retired"][:n] != HI) | (cols["valid_to"][:n] != HI)))
         return self._timed[1]
 
-    def nearest(self, q: np.ndarray, m: np.ndarray, k: int, rescore: int = 2000) -> tuple[np.ndarray, np.ndarray]:
+    def nearest(self, q: np.ndarray, m: np.ndarray, k: int, rescore: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` positions passing ``m`` nearest to ``q`` (cosine, best first; ties: lower
         rowid) and their cosines.  Past ``EXACT_MAX`` rows, a first pass on the sign codes:
         the Hamming distance on the first half of the bits over every row, on all the bits
         for the nearest ``FIRST_KEEP`` x ``rescore`` of those, then the ``rescore`` nearest
-        codes are scored exactly (recall@10 against an exact scan: scripts/bench_speed.py)."""
+        codes are scored exactly (by default 1,000, or one in ``RESCORE_SHARE`` rows up to
+        4,000: recall@10 against an exact scan measured by scripts/bench_speed.py)."""
         cols, n = self.cols, self.n
         ok = m & (cols["has_vec"][:n] == 1)
         idx = np.flatnonzero(ok)
         if not len(idx):
             return idx, np.zeros(0, np.float32)
+        if rescore is None:
+            rescore = max(1000, min(4000, len(idx) // RESCORE_SHARE))
         rescore = max(rescore, k)
         if len(idx) > max(EXACT_MAX, 2 * rescore):
             qcode = signs(q.astype(np.float32), cols["rot"])[:, 0]

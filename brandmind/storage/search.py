@@ -56,10 +56,6 @@ def data_version(sql: "SQLStore") -> int:
     return sql.conn.execute("PRAGMA data_version").fetchone()[0]
 
 
-def count(sql: "SQLStore") -> int:
-    return sql.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
-
-
 def vectors_of(sql: "SQLStore", rowids: list[int], chunk: int = 0) -> list[tuple[int, bytes]]:
     """``(rowid, embedding)`` of those rowids that have a vector (``chunk``: at most that
     many rowids per query; 0: one query)."""
@@ -165,20 +161,19 @@ class SearchIndex:
         self.sql = sql
         self.index: RecallIndex | None = None
         self._data_version: int | None = None
-        self._total: tuple[int, int] | None = None  # (data_version, number of memories)
         self._speakers: dict[str, tuple[int, list[str]]] = {}
         self.keywords = KeywordSearch(sql)
         self._stale = True
 
     def invalidate(self) -> None:
         """Called after this process wrote: the next search brings the index up to date."""
-        self._total = None
         self._stale = True
 
     def close(self) -> None:
         """Write the recall index file if this process caught up well beyond it."""
         if self.index is not None:
             self.index.close()
+
 
     def forgotten(self, *, names: bool = False) -> None:
         """After a forget: the recall index catches up now, which overwrites the forgotten
@@ -225,12 +220,6 @@ class SearchIndex:
     def selective_words(self, query: str) -> list[str]:
         """The query's words that choose keyword candidates (storage/keywords.py)."""
         return self.keywords.words(query)[0]
-
-    def memory_count(self) -> int:
-        version = data_version(self.sql)
-        if self._total is None or self._total[0] != version:
-            self._total = (version, count(self.sql))
-        return self._total[1]
 
     def keyword_candidates(self, query: str, f: Filters, n: int,
                            check: Callable[[list[int]], set[int]] | None = None) -> list[tuple[int, float]]:
