@@ -261,7 +261,7 @@ class Searcher:
         if not len(p):
             return []
         scoring.base_scores(p, signals)
-        if q.weights.graph:
+        if q.weights.graph and not self.index.graph_empty():
             pos = self._add_graph(p, pos, ri, m, signals, q.vector)
         # the turns around the best candidate turns join the pool (their own base scores)
         self._neighbours(p, pos, ri, m, signals, q.vector)

@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, list[str]]] = [
                     "extract.patterns", "extract.phrases", "extract.makers", "extract.verbs",
                     "extract.clauses", "extract.rules", "extract.llm", "extract.choose", "lmdbscrub"]),
     ("storage", ["logtxn", "oplog", "storage", "storage.indexfile", "storage.recallindex", "storage.keywords",
-                 "storage.*", "sqlstore"]),
+                 "storage.graph", "storage.*", "sqlstore"]),
     ("rules", ["ops", "merge", "opcheck", "blockrules", "personarules", "skillrules", "logforget",
                "held", "converge", "applying", "projection", "replication"]),
     ("store", ["store"]),

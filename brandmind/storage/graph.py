@@ -144,3 +144,9 @@ def move_refs(sql: "SQLStore", src: str, target: str) -> None:
     c.execute("UPDATE kg_edges SET dst=? WHERE dst=?", (target, src))
     c.execute("INSERT OR IGNORE INTO kg_mentions SELECT ?, memory_id FROM kg_mentions WHERE node_id=?",
               (target, src))
+
+
+def is_empty(sql: "SQLStore") -> bool:
+    """Whether the graph holds no mention and no edge (recall then skips its graph stage)."""
+    return (sql.conn.execute("SELECT 1 FROM kg_mentions LIMIT 1").fetchone() is None
+            and sql.conn.execute("SELECT 1 FROM kg_edges LIMIT 1").fetchone() is None)

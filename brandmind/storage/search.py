@@ -16,6 +16,7 @@ import numpy as np
 
 from ..clock import now_millis, parse_time
 from .indexfile import scrub_names
+from . import graph as kg
 from .recallindex import RecallIndex
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -164,10 +165,14 @@ class SearchIndex:
         self._speakers: dict[str, tuple[int, list[str]]] = {}
         self.keywords = KeywordSearch(sql)
         self._stale = True
+        self._graph_empty: tuple[int, bool] | None = None
 
     def invalidate(self) -> None:
-        """Called after this process wrote: the next search brings the index up to date."""
+        """Called after this process wrote: the next search brings the index up to date
+        (SQLite's data_version only moves for other connections' commits)."""
         self._stale = True
+        self._graph_empty = None
+        self._speakers.clear()
 
     def close(self) -> None:
         """Write the recall index file if this process caught up well beyond it."""
@@ -228,6 +233,13 @@ class SearchIndex:
         recall index's mask)."""
         where, args = f.sql("m")
         return self.keywords.candidates(query, where, args, n, check)
+
+    def graph_empty(self) -> bool:
+        """Whether the knowledge graph is empty (cached until SQLite changes)."""
+        version = data_version(self.sql)
+        if self._graph_empty is None or self._graph_empty[0] != version:
+            self._graph_empty = (version, kg.is_empty(self.sql))
+        return self._graph_empty[1]
 
     def speakers_named(self, text: str, user: str) -> list[str]:
         """The speakers of the user's conversations that the query names (whole words)."""
