@@ -100,7 +100,7 @@ class Searcher:
         pool, the position of each entry, and what base scores need."""
         f, w = q.filters, q.weights
         n = max(POOL, 4 * q.k)
-        vpos, vcos = ri.nearest(q.vector, m, n)
+
         def passing(rowids: list[int]) -> set[int]:
             at = ri.positions(rowids)
             ok = at >= 0
