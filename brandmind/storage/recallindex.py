@@ -199,6 +199,7 @@ class RecallIndex:
         self.version = 0      # bumped by every change applied (the caches below key on it)
         self._timed: tuple[int, np.ndarray] | None = None
         self._important: tuple[int, np.ndarray] | None = None
+        self._mask: tuple[tuple, np.ndarray] | None = None
         try:
             st = os.stat(sql.path)
             self.key: dict = {"inode": st.st_ino, "dev": st.st_dev, "epoch": epoch(sql), "dim": sql.dim}
@@ -480,7 +481,23 @@ class RecallIndex:
 
     # -- searching -------------------------------------------------------------------------
     def mask(self, f: Any) -> np.ndarray:
-        """Which positions pass the filters ``f`` (a storage.search.Filters)."""
+        """Which positions pass the filters ``f`` (a storage.search.Filters).  The part that
+        does not depend on the clock is cached until the index changes (an agent asks about
+        the same user, turn after turn)."""
+        n, cols = self.n, self.cols
+        key = (self.version, f.user, f.agent, f.scope, tuple(f.types), f.since, f.until, f.as_of, f.everything)
+        if self._mask is None or self._mask[0] != key:
+            self._mask = (key, self._static_mask(f))
+        m = self._mask[1].copy()
+        if f.everything or f.as_of is not None or not n:
+            return m
+        t = f.now if f.now is not None else now_millis()
+        timed = self._timed_positions()
+        if len(timed):
+            m[timed] &= (cols["retired"][timed] > t) & (cols["valid_to"][timed] > t)
+        return m
+
+    def _static_mask(self, f: Any) -> np.ndarray:
         n, cols = self.n, self.cols
         user = self.codes["user"].get(f.user)
         if user is None or not n:
@@ -506,10 +523,6 @@ class RecallIndex:
             d = f.as_of
             vto, ret = cols["valid_to"][:n], cols["retired"][:n]
             return m & (cols["valid_from"][:n] <= d) & (vto > d) & ~((ret != HI) & (vto == HI))
-        t = f.now if f.now is not None else now_millis()
-        timed = self._timed_positions()
-        if len(timed):
-            m[timed] &= (cols["retired"][timed] > t) & (cols["valid_to"][timed] > t)
         return m
 
     def extremes(self, m: np.ndarray, k: int, *, newest: bool, important: bool) -> np.ndarray:
@@ -547,26 +560,28 @@ class RecallIndex:
         4,000: recall@10 against an exact scan measured by scripts/bench_speed.py)."""
         cols, n = self.cols, self.n
         ok = m & (cols["has_vec"][:n] == 1)
-        idx = np.flatnonzero(ok)
-        if not len(idx):
-            return idx, np.zeros(0, np.float32)
+        count = int(np.count_nonzero(ok))
+        if not count:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
         if rescore is None:
-            rescore = max(1000, min(4000, len(idx) // RESCORE_SHARE))
+            rescore = max(1000, min(4000, count // RESCORE_SHARE))
         rescore = max(rescore, k)
-        if len(idx) > max(EXACT_MAX, 2 * rescore):
+        if count > max(EXACT_MAX, 2 * rescore):
             qcode = signs(q.astype(np.float32), cols["rot"])[:, 0]
             code = cols["code"]
             half = code.shape[0] // 2
             dist = _hamming(code[:half], qcode[:half], n)
-            if len(idx) < n:
+            if count < n:
                 dist[~ok] = np.iinfo(np.uint16).max
-            first = smallest(dist, min(len(idx), FIRST_KEEP * rescore))
+            first = smallest(dist, min(count, FIRST_KEEP * rescore))
             dist = dist[first] + _hamming(code[half:, first], qcode[half:], len(first))
             idx = first[np.sort(np.argpartition(dist, rescore - 1)[:rescore])]
             sims = np.einsum("ij,j->i", cols["vec"][idx], q)
-        elif len(idx) == n:
+        elif count == n:
+            idx = np.arange(n)
             sims = np.einsum("ij,j->i", cols["vec"][:n], q)
         else:
+            idx = np.flatnonzero(ok)
             sims = np.einsum("ij,j->i", cols["vec"][idx], q)
         k = min(k, len(idx))
         top = np.argpartition(-sims, k - 1)[:k]
