@@ -103,3 +103,19 @@ def test_rebuild_and_reindex_write_a_new_index_file(store):
         mem.admin.reindex()
         assert path.stat().st_ino != rebuilt
         assert [h["id"] for h in mem.recall("which crane lifts container 7", k=5)] == before
+
+
+def test_files_abandoned_by_a_dead_writer_are_removed_fresh_ones_kept(store):
+    import os
+    import time
+
+    with Memory() as mem:
+        mem.remember("the lantern is in the shed")
+        data = mem.store.paths.data_dir
+        old, fresh = data / ".recall.idx.111.dead", data / ".recall.idx.222.busy"
+        old.write_bytes(b"x" * 100)
+        fresh.write_bytes(b"x" * 100)
+        past = time.time() - 7200
+        os.utime(old, (past, past))
+        mem.recall("lantern")  # writes the index file
+        assert not old.exists() and fresh.exists()

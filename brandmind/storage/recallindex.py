@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 import zlib
 from itertools import islice
 from pathlib import Path
@@ -179,6 +180,17 @@ def _hamming(code: np.ndarray, qcode: np.ndarray, n: int) -> np.ndarray:
     return dist
 
 
+def _remove_abandoned(path: Path) -> None:
+    """Delete half-written index files of processes that died writing them (an hour old)."""
+    cutoff = time.time() - 3600
+    for tmp in path.parent.glob(f".{path.name}.*"):
+        try:
+            if tmp.stat().st_mtime < cutoff:
+                tmp.unlink()
+        except OSError:
+            pass
+
+
 def _capacity(rows: int) -> int:
     return max(4096, int(rows * 1.25) + 1024)
 
@@ -251,6 +263,7 @@ class RecallIndex:
 
     def _new_file(self, cap: int) -> tuple[IndexFile, Any]:
         if self.path is not None:
+            _remove_abandoned(self.path)
             tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{secrets.token_hex(4)}")
             try:
                 return IndexFile.create(tmp, cap, self.sql.dim)
