@@ -117,3 +117,25 @@ def test_counts_are_read_again_after_a_write(store) -> None:
         mem.forget(mem.list_memories(limit=1)[0]["id"])
         count = mem.sql.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
         assert kw.total() == count == keywords.indexed_rows(mem.sql)
+
+
+def test_frequencies_outlive_writes_that_barely_move_n(store, monkeypatch) -> None:
+    """An agent writes every turn: the frequencies (a doclist walk per word) are kept until N
+    moves by DF_STALE_SHARE; N itself is read after every write."""
+    read = []
+    real = keywords.doc_freq
+    monkeypatch.setattr(keywords, "doc_freq", lambda sql, terms: read.append(terms) or real(sql, terms))
+    monkeypatch.setattr(keywords, "DF_STALE_SHARE", 0.5)
+    with Memory() as mem:
+        for i in range(30):
+            mem.remember(f"note {i} about the weather")
+        kw = mem.store.searcher.keywords
+        kw.words("weather report")
+        assert len(read) == 1
+        mem.remember("one more note")  # 31 of 30: within the share
+        kw.words("weather report")
+        assert len(read) == 1 and kw.total() == 31
+        for i in range(15):
+            mem.remember(f"another note {i}")  # 46: past it
+        kw.words("weather report")
+        assert len(read) == 2

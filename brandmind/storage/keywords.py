@@ -18,7 +18,7 @@ So:
 * the filters are checked on the best hits only, ``n`` at a time; every candidate is ranked
   only when the filters dropped hits and more candidates exist.
 
-Document frequencies and N are cached until the next write.  Scores are FTS5's ``bm25``
+N is read again after each write; document frequencies are cached until N moves by 1%.  Scores are FTS5's ``bm25``
 (lower is better); ties rank by rowid.
 """
 from __future__ import annotations
@@ -33,6 +33,7 @@ COMMON_SHARE = 0.1           # keyword search skips words found in more than thi
 COMMON_MIN_DOCS = 20         # ... once the store holds at least this many
 MAX_POSTINGS = 20_000        # ... and keeps its rarest words within this many postings in all
 CANDIDATE_POSTINGS = 2_000   # of those, the rarest within this many choose the candidates
+DF_STALE_SHARE = 0.01        # document frequencies are read again once N moved by this share
 STOPWORDS = frozenset("""
 a about above after again against all am an and any are as at be because been before being
 below between both but by can could did do does doing down during each few for from further
@@ -198,13 +199,19 @@ class KeywordSearch:
         self._seen: tuple[int, int] | None = None  # (data_version, this connection's changes)
         self._total = 0
         self._df: dict[str, int] = {}
+        self._df_total = -(1 << 40)  # N when the frequencies in _df were read
 
     def _fresh(self) -> None:
-        """Forget the cached counts when any connection wrote since they were read."""
+        """Read N again when any connection wrote since; forget the cached document
+        frequencies once N moved by more than ``DF_STALE_SHARE`` since they were read: they only
+        choose which words search (a stale one costs a little time, never a hit), and an
+        agent that writes every turn would otherwise pay them on every query."""
         conn = self.sql.conn
         seen = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes())
         if seen != self._seen:
-            self._seen, self._total, self._df = seen, indexed_rows(self.sql), {}
+            self._seen, self._total = seen, indexed_rows(self.sql)
+            if abs(self._total - self._df_total) > DF_STALE_SHARE * self._df_total:
+                self._df, self._df_total = {}, self._total
 
     def total(self) -> int:
         """The memories the keyword index holds."""
