@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -213,3 +214,26 @@ def scrub_names(path: Path) -> None:
             os.fsync(fh.fileno())
     except (OSError, ValueError, KeyError, TypeError):
         pass
+
+
+def hamming(code: np.ndarray, qcode: np.ndarray, n: int) -> np.ndarray:
+    """Hamming distances of ``qcode`` to the first ``n`` codes (column-major words)."""
+    tmp = np.empty(n, np.uint64)
+    bits = np.empty(n, np.uint8)
+    dist = np.zeros(n, np.uint16)
+    for w in range(code.shape[0]):
+        np.bitwise_xor(code[w, :n], qcode[w], out=tmp)
+        np.bitwise_count(tmp, out=bits)
+        dist += bits
+    return dist
+
+
+def remove_abandoned(path: Path) -> None:
+    """Delete half-written index files of processes that died writing them (an hour old)."""
+    cutoff = time.time() - 3600
+    for tmp in path.parent.glob(f".{path.name}.*"):
+        try:
+            if tmp.stat().st_mtime < cutoff:
+                tmp.unlink()
+        except OSError:
+            pass

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import time
 import zlib
 from itertools import islice
 from pathlib import Path
@@ -39,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..clock import now_millis
-from .indexfile import COLUMNS, IndexFile, rotation, scrub, signs, smallest
+from .indexfile import COLUMNS, IndexFile, hamming, remove_abandoned, rotation, scrub, signs, smallest
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sqlstore import SQLStore
@@ -168,29 +167,6 @@ def episode_key(user: str, thread: str | None, episode: str | None) -> int:
     return ((zlib.crc32(raw) << 31) ^ zlib.adler32(raw)) or 1
 
 
-def _hamming(code: np.ndarray, qcode: np.ndarray, n: int) -> np.ndarray:
-    """Hamming distances of ``qcode`` to the first ``n`` codes (column-major words)."""
-    tmp = np.empty(n, np.uint64)
-    bits = np.empty(n, np.uint8)
-    dist = np.zeros(n, np.uint16)
-    for w in range(code.shape[0]):
-        np.bitwise_xor(code[w, :n], qcode[w], out=tmp)
-        np.bitwise_count(tmp, out=bits)
-        dist += bits
-    return dist
-
-
-def _remove_abandoned(path: Path) -> None:
-    """Delete half-written index files of processes that died writing them (an hour old)."""
-    cutoff = time.time() - 3600
-    for tmp in path.parent.glob(f".{path.name}.*"):
-        try:
-            if tmp.stat().st_mtime < cutoff:
-                tmp.unlink()
-        except OSError:
-            pass
-
-
 def _capacity(rows: int) -> int:
     return max(4096, int(rows * 1.25) + 1024)
 
@@ -263,7 +239,7 @@ class RecallIndex:
 
     def _new_file(self, cap: int) -> tuple[IndexFile, Any]:
         if self.path is not None:
-            _remove_abandoned(self.path)
+            remove_abandoned(self.path)
             tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{secrets.token_hex(4)}")
             try:
                 return IndexFile.create(tmp, cap, self.sql.dim)
@@ -583,11 +559,11 @@ class RecallIndex:
             qcode = signs(q.astype(np.float32), cols["rot"])[:, 0]
             code = cols["code"]
             half = code.shape[0] // 2
-            dist = _hamming(code[:half], qcode[:half], n)
+            dist = hamming(code[:half], qcode[:half], n)
             if count < n:
                 dist[~ok] = np.iinfo(np.uint16).max
             first = smallest(dist, min(count, FIRST_KEEP * rescore))
-            dist = dist[first] + _hamming(code[half:, first], qcode[half:], len(first))
+            dist = dist[first] + hamming(code[half:, first], qcode[half:], len(first))
             idx = first[np.sort(np.argpartition(dist, rescore - 1)[:rescore])]
             sims = np.einsum("ij,j->i", cols["vec"][idx], q)
         elif count == n:
