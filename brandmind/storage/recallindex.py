@@ -48,7 +48,8 @@ LO = np.iinfo(np.int64).min   # NULL valid_from (always began)
 CHANGES_KEEP = 1 << 20        # mem_changes rows kept (a file further behind is rebuilt)
 EXACT_MAX = 16384             # up to this many rows a vector search scans exactly (cheaper)
 RESCORE_SHARE = 250           # rows per exactly rescored candidate (within 1,000-4,000)
-FIRST_KEEP = 10              # x rescore: rows kept by the first half of the code bits
+FIRST_BITS = 0.5             # share of the code bits the first pass compares on every row
+FIRST_KEEP = 4               # x rescore: rows the first pass keeps for the pass on all the bits
 STALE_ROWS = 2048             # rows caught up beyond the file before it is rewritten (or 1%)
 
 SCHEMA = (
@@ -543,7 +544,7 @@ class RecallIndex:
     def nearest(self, q: np.ndarray, m: np.ndarray, k: int, rescore: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` positions passing ``m`` nearest to ``q`` (cosine, best first; ties: lower
         rowid) and their cosines.  Past ``EXACT_MAX`` rows, a first pass on the sign codes:
-        the Hamming distance on the first half of the bits over every row, on all the bits
+        the Hamming distance on the first ``FIRST_BITS`` of the bits over every row, on all the bits
         for the nearest ``FIRST_KEEP`` x ``rescore`` of those, then the ``rescore`` nearest
         codes are scored exactly (by default 1,000, or one in ``RESCORE_SHARE`` rows up to
         4,000: recall@10 against an exact scan measured by scripts/bench_speed.py)."""
@@ -558,7 +559,7 @@ class RecallIndex:
         if count > max(EXACT_MAX, 2 * rescore):
             qcode = signs(q.astype(np.float32), cols["rot"])[:, 0]
             code = cols["code"]
-            half = code.shape[0] // 2
+            half = max(1, int(code.shape[0] * FIRST_BITS))
             dist = hamming(code[:half], qcode[:half], n)
             if count < n:
                 dist[~ok] = np.iinfo(np.uint16).max
