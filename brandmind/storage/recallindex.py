@@ -48,8 +48,8 @@ LO = np.iinfo(np.int64).min   # NULL valid_from (always began)
 CHANGES_KEEP = 1 << 20        # mem_changes rows kept (a file further behind is rebuilt)
 EXACT_MAX = 16384             # up to this many rows a vector search scans exactly (cheaper)
 RESCORE_SHARE = 250           # rows per exactly rescored candidate (within 1,000-4,000)
-FIRST_BITS = 0.5             # share of the code bits the first pass compares on every row
-FIRST_KEEP = 4               # x rescore: rows the first pass keeps for the pass on all the bits
+FIRST_BITS = 0.5              # share of the code bits the first pass compares on every row
+FIRST_KEEP = 4                # x rescore: rows the first pass keeps for the pass on all the bits
 STALE_ROWS = 2048             # rows caught up beyond the file before it is rewritten (or 1%)
 
 SCHEMA = (
