@@ -119,3 +119,19 @@ def test_files_abandoned_by_a_dead_writer_are_removed_fresh_ones_kept(store):
         os.utime(old, (past, past))
         mem.recall("lantern")  # writes the index file
         assert not old.exists() and fresh.exists()
+
+
+def test_forgetting_the_newest_memory_then_remembering_needs_no_rebuild(store, monkeypatch):
+    """SQLite gives the next memory the rowid of a deleted top row: it takes that row's place."""
+    with Memory() as mem:
+        for i in range(5):
+            mem.remember(f"note {i} about the allotment")
+        mem.recall("allotment")
+        monkeypatch.setattr(recallindex.RecallIndex, "build", lambda self: (_ for _ in ()).throw(AssertionError))
+        last = mem.remember("the newest note, said by mistake")
+        mem.recall("allotment")
+        mem.forget(last["id"])
+        again = mem.remember("the shed key is under the pot")
+        hits = mem.recall("where is the shed key", k=1)
+        assert hits[0]["id"] == again["id"] and "vector" in hits[0]["signals"]
+        assert last["id"] not in {h["id"] for h in mem.recall("newest note said by mistake", k=10)}

@@ -401,14 +401,16 @@ class RecallIndex:
         gone = set(changed) - set(present)
         return self._apply(rows, vectors, links, changed, gone, hi)
 
-    def positions(self, rowids: Any) -> np.ndarray:
-        """Positions of ``rowids`` (-1: not indexed or deleted)."""
+    def positions(self, rowids: Any, *, live: bool = True) -> np.ndarray:
+        """Positions of ``rowids`` (-1: not indexed, or deleted unless ``live`` is False)."""
         want = np.asarray(rowids, np.int64)
         if not self.n or not len(want):
             return np.full(len(want), -1, np.int64)
         rid = self.cols["rowid"][:self.n]
         pos = np.minimum(np.searchsorted(rid, want), self.n - 1)
-        ok = (rid[pos] == want) & (self.cols["alive"][pos] == 1)
+        ok = rid[pos] == want
+        if live:
+            ok &= self.cols["alive"][pos] == 1
         return np.where(ok, pos, -1)
 
     def _unlink(self, pos: int) -> None:
@@ -437,7 +439,8 @@ class RecallIndex:
         if gone and self.path is not None:
             scrub(self.path, sorted(gone))  # a forgotten memory's vector leaves the file too
         rows = sorted(rows)
-        have = self.positions([r[0] for r in rows])
+        # a deleted row's place is taken again by its rowid (SQLite reuses the top rowid)
+        have = self.positions([r[0] for r in rows], live=False)
         fresh = [r for r, p in zip(rows, have) if p < 0]
         if fresh and self.n and fresh[0][0] <= int(self.cols["rowid"][self.n - 1]):
             return False  # a rowid below the indexed ones (cannot happen in rowid order)
@@ -445,7 +448,7 @@ class RecallIndex:
             self.persist()  # compacts; room for 25% more
             if self.n + len(fresh) > self.file.cap:  # type: ignore[union-attr]
                 return False
-            have = self.positions([r[0] for r in rows])
+            have = self.positions([r[0] for r in rows], live=False)
         cols = self.cols
         in_place = [(r, p) for r, p in zip(rows, have) if p >= 0]
         if in_place:
