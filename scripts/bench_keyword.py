@@ -48,20 +48,22 @@ def build(home: Path, size: int) -> None:
     stamp.write_text(json.dumps({"size": size, "seconds": time.perf_counter() - t0}))
 
 
+def _unranked(index, match: str, f, n: int) -> list[tuple]:  # type: ignore[no-untyped-def]
+    """Every hit of ``match`` passing ``f``, ranked by FTS5 bm25: the best ``n``."""
+    where, args = f.sql("m")
+    return index.sql.conn.execute(
+        f"SELECT m.rowid, bm25(memories_fts) AS s FROM memories_fts JOIN memories m NOT INDEXED "
+        f"ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ? AND {where} "
+        f"ORDER BY s, m.rowid LIMIT ?", [match, *args, n]).fetchall()
+
+
 def exact(index, query: str, f, n: int) -> list[tuple[int, float]]:  # type: ignore[no-untyped-def]
     """Every non-common query word ranked by FTS5 bm25 over all its postings (no cap), then the filters."""
     from brandmind.storage import keywords
 
     words, _ = index.keywords.words(query, cap=None, candidates=None)
     match = keywords.keyword_query(words)
-    if match is None:
-        return []
-    where, args = f.sql("m")
-    rows = index.sql.conn.execute(
-        f"SELECT m.rowid, bm25(memories_fts) AS s FROM memories_fts JOIN memories m NOT INDEXED "
-        f"ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ? AND {where} "
-        f"ORDER BY s, m.rowid LIMIT ?", [match, *args, n]).fetchall()
-    return [(r[0], -float(r[1])) for r in rows]
+    return [] if match is None else [(r[0], -float(r[1])) for r in _unranked(index, match, f, n)]
 
 
 def before(index, query: str, f, n: int) -> list[tuple[int, float]]:  # type: ignore[no-untyped-def]
@@ -80,13 +82,8 @@ def before(index, query: str, f, n: int) -> list[tuple[int, float]]:  # type: ig
         f"JOIN memories m NOT INDEXED ON m.rowid = h.rowid WHERE {where} ORDER BY h.s, m.rowid LIMIT ?",
         [match, 4 * n, *args, n]).fetchall()
     if len(rows) < n:
-        rows = index.sql.conn.execute(
-            f"SELECT m.rowid, bm25(memories_fts) AS s FROM memories_fts JOIN memories m NOT INDEXED "
-            f"ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ? AND {where} "
-            f"ORDER BY s, m.rowid LIMIT ?", [match, *args, n]).fetchall()
+        rows = _unranked(index, match, f, n)
     return [(r[0], -float(r[1])) for r in rows]
-
-
 
 
 def timed(fn, queries: list[str], cpu: list[float] | None = None) -> tuple[list[float], list]:  # type: ignore[no-untyped-def]
