@@ -155,6 +155,16 @@ def vector_step(get_store: GetStore, lock: ContextManager[Any] | None = None, n:
         return len(batch.items), commit(get_store(), batch)
 
 
+def save_index(get_store: GetStore, lock: ContextManager[Any] | None = None) -> bool:
+    """Write the recall index file if this process is well ahead of it (the worker, when it
+    has nothing else to do: a search never writes it).  ``get_store`` may give a Memory."""
+    with lock if lock is not None else nullcontext():
+        target = get_store()
+        if target is None:
+            return False
+        return getattr(target, "store", target).searcher.save_index()
+
+
 # -- extraction jobs ---------------------------------------------------------------------------------
 def next_job(store: "Store", *, stuck: bool = False) -> tuple[int, dict] | None:
     """The oldest queued job the worker may run (``stuck``: also those failing too often)."""

@@ -35,7 +35,7 @@ class Worker:
         self._idle = threading.Event()  # set while the worker found nothing to do
         self._thread: threading.Thread | None = None
         self._stats = {"accepted": 0, "embedded": 0, "batches": 0, "jobs_done": 0, "jobs_failed": 0,
-                       "failures": 0, "last_error": None, "last_error_at": None, "backoff": 0.0,
+                       "index_saved": 0, "failures": 0, "last_error": None, "last_error_at": None, "backoff": 0.0,
                        "busy": None}
         self._mu = threading.Lock()  # guards _stats
 
@@ -111,6 +111,7 @@ class Worker:
             try:
                 while not self._stop.is_set() and self._step():
                     pass
+                self._save_index()
                 backoff = 0.0
                 self._idle.set()
             except Exception as exc:  # reported and retried later: the work stays queued
@@ -118,6 +119,15 @@ class Worker:
                 self._failed(exc, backoff)
             finally:
                 self._set("busy", None)
+
+    def _save_index(self) -> None:
+        """Nothing left to do: write the recall index file if the daemon is well ahead of it."""
+        from brandmind import backlog
+
+        self._set("busy", "index")
+        if backlog.save_index(self.get_store, self.lock):
+            with self._mu:
+                self._stats["index_saved"] += 1
 
     def _step(self) -> bool:
         """One unit of work (a batch of vectors, else one job); False when there was none."""

@@ -135,3 +135,25 @@ def test_forgetting_the_newest_memory_then_remembering_needs_no_rebuild(store, m
         hits = mem.recall("where is the shed key", k=1)
         assert hits[0]["id"] == again["id"] and "vector" in hits[0]["signals"]
         assert last["id"] not in {h["id"] for h in mem.recall("newest note said by mistake", k=10)}
+
+
+def test_a_search_never_writes_the_file_the_idle_worker_does(store, monkeypatch):
+    from brandmind import backlog
+
+    monkeypatch.setattr(recallindex, "STALE_ROWS", 10)
+    with Memory() as mem:
+        for i in range(5):
+            mem.remember(f"seed note {i}")
+        mem.recall("seed")
+        path = mem.store.paths.data_dir / "recall.idx"
+        first = path.stat().st_ino
+        assert not backlog.save_index(lambda: mem)  # not ahead of the file
+        for i in range(30):
+            mem.remember(f"later note {i} about pumpkins")
+        mem.recall("pumpkins")  # catches up 30 rows, writes nothing
+        assert path.stat().st_ino == first
+        assert backlog.save_index(lambda: mem) and path.stat().st_ino != first
+    built = []
+    monkeypatch.setattr(recallindex.RecallIndex, "build", lambda self: built.append(1))
+    with Memory() as mem:
+        assert mem.store.searcher.recall_index().n == 35 and built == []

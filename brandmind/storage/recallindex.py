@@ -21,7 +21,8 @@ rowid are new; every update or delete of a memory, and every vector that arrives
 ``mem_changes``; a process reads both in one read transaction and applies them to its
 arrays (the mapping is copy-on-write: the file itself never changes).  The file is
 rewritten whole (a new file, then an atomic rename; readers keep the old inode) when a
-process has caught up more than ``STALE_ROWS`` rows beyond it, when its spare capacity runs
+process that caught up more than ``STALE_ROWS`` rows beyond it closes (or the daemon's
+worker is idle), when its spare capacity runs
 out, and by ``bm rebuild``.  Its key is the SQLite file's inode plus ``meta.recall_epoch``
 (new when vectors are replaced), so a replaced or re-embedded index is never read with a
 stale file.  Losing the file loses nothing: it is rebuilt from SQLite.
@@ -206,8 +207,6 @@ class RecallIndex:
             self._load()
         if not self._catch_up():
             self.build()
-        if self.behind > 4 * self._stale_rows():
-            self.persist()
 
     def _stale_rows(self) -> int:
         return max(STALE_ROWS, self.n // 100)
@@ -307,13 +306,17 @@ class RecallIndex:
         f.cols["rot"][:] = old["rot"]
         self._finish(f, fh, m, self.seq)
 
-    def close(self) -> None:
-        """Write the file if this process caught up well beyond it."""
-        if self.file is not None and self.behind > self._stale_rows():
-            try:
-                self.persist()
-            except OSError:
-                pass
+    def save(self) -> bool:
+        """Write the file if this process caught up well beyond it (never in a search:
+        at 1M memories it takes seconds; the daemon's worker calls this when idle, other
+        processes when they close).  Returns whether it wrote."""
+        if self.file is None or self.behind <= self._stale_rows():
+            return False
+        try:
+            self.persist()
+        except OSError:
+            return False
+        return True
 
     def _put(self, cols: dict, pos: np.ndarray, rows: list[tuple]) -> None:
         """Set the small columns of ``rows`` (ROW_SQL's) at ``pos``; no vector yet."""

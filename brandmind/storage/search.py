@@ -176,8 +176,11 @@ class SearchIndex:
 
     def close(self) -> None:
         """Write the recall index file if this process caught up well beyond it."""
-        if self.index is not None:
-            self.index.close()
+        self.save_index()
+
+    def save_index(self) -> bool:
+        """Write the recall index file if this process caught up well beyond it."""
+        return self.index.save() if self.index is not None else False
 
 
     def forgotten(self, *, names: bool = False) -> None:
