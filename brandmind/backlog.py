@@ -157,12 +157,13 @@ def vector_step(get_store: GetStore, lock: ContextManager[Any] | None = None, n:
 
 def save_index(get_store: GetStore, lock: ContextManager[Any] | None = None) -> bool:
     """Write the recall index file if this process is well ahead of it (the worker, when it
-    has nothing else to do: a search never writes it).  ``get_store`` may give a Memory."""
+    has nothing else to do: a search never writes it), holding ``lock`` only to choose the
+    rows and to bookkeep, not while it writes.  ``get_store`` may give a Memory."""
     with lock if lock is not None else nullcontext():
         target = get_store()
-        if target is None:
-            return False
-        return getattr(target, "store", target).searcher.save_index()
+    if target is None:
+        return False
+    return getattr(target, "store", target).searcher.save_index(lock)
 
 
 # -- extraction jobs ---------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from .storage import remote_map as remote_map_schema
 from .storage import skills as skills_schema
 from .storage import converge as converge_schema
 from .storage import memories as memories_schema
-from .storage import recallindex as recallindex_schema
+from .storage import recallsql as recallindex_schema
 from .storage import workspace as workspace_schema
 
 

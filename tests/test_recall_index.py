@@ -157,3 +157,35 @@ def test_a_search_never_writes_the_file_the_idle_worker_does(store, monkeypatch)
     monkeypatch.setattr(recallindex.RecallIndex, "build", lambda self: built.append(1))
     with Memory() as mem:
         assert mem.store.searcher.recall_index().n == 35 and built == []
+
+
+def test_a_forget_while_the_worker_writes_the_file_is_scrubbed_from_it(store, monkeypatch):
+    """The worker writes without the store lock: a memory forgotten meanwhile (by a request
+    thread) must not come back on disk with the new file."""
+    import threading
+
+    from brandmind import backlog
+
+    monkeypatch.setattr(recallindex, "STALE_ROWS", 0)
+    with Memory() as mem:
+        for i in range(5):
+            mem.remember(f"filler {i} about the canal boat")
+        mem.recall("canal")
+        secret = mem.remember("my bank pin is 5521")
+        mem.recall("bank pin")  # caught up past the file
+        path = mem.store.paths.data_dir / "recall.idx"
+        vec = np.asarray(mem.embedder.embed_documents([secret["text"]])[0], np.float32).tobytes()
+        real = recallindex.RecallIndex._write
+
+        def write(self, old, keep):
+            out = real(self, old, keep)  # the new file holds the vector now
+            if not forgot:
+                forgot.append(mem.forget(secret["id"]))  # meanwhile, another request forgets it
+            return out
+
+        forgot: list = []
+
+        monkeypatch.setattr(recallindex.RecallIndex, "_write", write)
+        assert backlog.save_index(lambda: mem, threading.RLock())
+        assert vec not in path.read_bytes()
+        assert secret["id"] not in {h["id"] for h in mem.recall("bank pin", k=10)}

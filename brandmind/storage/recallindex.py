@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 import secrets
-import zlib
+from contextlib import nullcontext
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,133 +40,21 @@ import numpy as np
 
 from ..clock import now_millis
 from .indexfile import COLUMNS, IndexFile, hamming, remove_abandoned, rotation, scrub, signs, smallest
+from .recallsql import (ReadSnapshot, all_rows, all_vectors, changed_rowids, epoch, episode_key, last_change,
+                        memory_total, neighbours_of, rows_after, rows_of, turn_order, vectors_of)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sqlstore import SQLStore
 
 HI = np.iinfo(np.int64).max   # NULL valid_to / retired_at (never ends)
 LO = np.iinfo(np.int64).min   # NULL valid_from (always began)
-CHANGES_KEEP = 1 << 20        # mem_changes rows kept (a file further behind is rebuilt)
 EXACT_MAX = 16384             # up to this many rows a vector search scans exactly (cheaper)
 RESCORE_SHARE = 250           # rows per exactly rescored candidate (within 1,000-4,000)
 FIRST_BITS = 0.5              # share of the code bits the first pass compares on every row
 FIRST_KEEP = 4                # x rescore: rows the first pass keeps for the pass on all the bits
 STALE_ROWS = 2048             # rows caught up beyond the file before it is rewritten (or 1%)
 
-SCHEMA = (
-    "CREATE TABLE mem_changes(seq INTEGER PRIMARY KEY AUTOINCREMENT, mem_rowid INTEGER NOT NULL)",
-    "CREATE TRIGGER mem_changes_update AFTER UPDATE ON memories BEGIN "
-    "INSERT INTO mem_changes(mem_rowid) VALUES(new.rowid); END",
-    "CREATE TRIGGER mem_changes_delete AFTER DELETE ON memories BEGIN "
-    "INSERT INTO mem_changes(mem_rowid) VALUES(old.rowid); END",
-    "CREATE TRIGGER mem_changes_vector AFTER DELETE ON vec_pending BEGIN "
-    "INSERT INTO mem_changes(mem_rowid) VALUES(old.rowid); END",
-    f"CREATE TRIGGER mem_changes_prune AFTER INSERT ON mem_changes WHEN new.seq % 4096 = 0 BEGIN "
-    f"DELETE FROM mem_changes WHERE seq <= new.seq - {CHANGES_KEEP}; END",
-    "INSERT OR REPLACE INTO meta VALUES('recall_epoch', lower(hex(randomblob(8))))",
-    "DROP TABLE IF EXISTS vec_late",  # what the in-memory matrix read before this index
-)
-
 DICTS = ("user", "agent", "type", "speaker")
-ROW_SQL = ("SELECT m.rowid, m.user_id, coalesce(m.agent_id, ''), m.type, m.created_at, m.valid_from, m.valid_to, "
-           "m.retired_at, m.importance, m.thread, m.episode, m.speaker FROM memories m")
-
-
-# -- SQL side ------------------------------------------------------------------------------------
-def epoch(sql: "SQLStore") -> str:
-    return sql.get_meta("recall_epoch") or ""
-
-
-def new_epoch(sql: "SQLStore") -> None:
-    """Vectors were replaced (``bm reindex``): every index file of this database is stale."""
-    sql.set_meta("recall_epoch", secrets.token_hex(8))
-
-
-def last_change(sql: "SQLStore") -> tuple[int, int]:
-    """(lowest, highest) ``mem_changes`` seq kept."""
-    return sql.conn.execute("SELECT coalesce(min(seq), 0), coalesce(max(seq), 0) FROM mem_changes").fetchone()
-
-
-def changed_rowids(sql: "SQLStore", seq: int) -> list[int]:
-    return [r[0] for r in sql.conn.execute("SELECT DISTINCT mem_rowid FROM mem_changes WHERE seq > ?", (seq,))]
-
-
-def rows_after(sql: "SQLStore", rowid: int) -> list[tuple]:
-    return sql.conn.execute(f"{ROW_SQL} WHERE m.rowid > ? ORDER BY m.rowid", (rowid,)).fetchall()
-
-
-def rows_of(sql: "SQLStore", rowids: list[int]) -> list[tuple]:
-    out: list[tuple] = []
-    for i in range(0, len(rowids), 900):
-        part = rowids[i:i + 900]
-        out += sql.conn.execute(f"{ROW_SQL} WHERE m.rowid IN ({','.join('?' * len(part))})", part).fetchall()
-    return out
-
-
-def vectors_of(sql: "SQLStore", rowids: list[int]) -> list[tuple[int, bytes]]:
-    out: list[tuple[int, bytes]] = []
-    for i in range(0, len(rowids), 900):
-        part = rowids[i:i + 900]
-        out += sql.conn.execute(f"SELECT rowid, embedding FROM memories_vec WHERE rowid IN "
-                                f"({','.join('?' * len(part))})", part).fetchall()
-    return out
-
-
-def neighbours_of(sql: "SQLStore", rowids: list[int]) -> list[tuple[int, int | None, int | None]]:
-    """(rowid, the turn before it, the turn after it) in its user's thread, by the rows stored now."""
-    out: list[tuple] = []
-    for i in range(0, len(rowids), 400):
-        part = rowids[i:i + 400]
-        out += sql.conn.execute(
-            "SELECT m.rowid, "
-            "(SELECT p.rowid FROM memories p WHERE p.user_id = m.user_id AND p.thread = m.thread "
-            " AND (p.created_at, p.rowid) < (m.created_at, m.rowid) "
-            " ORDER BY p.created_at DESC, p.rowid DESC LIMIT 1), "
-            "(SELECT n.rowid FROM memories n WHERE n.user_id = m.user_id AND n.thread = m.thread "
-            " AND (n.created_at, n.rowid) > (m.created_at, m.rowid) "
-            " ORDER BY n.created_at, n.rowid LIMIT 1) "
-            f"FROM memories m WHERE m.thread IS NOT NULL AND m.rowid IN ({','.join('?' * len(part))})",
-            part).fetchall()
-    return out
-
-
-def all_rows(sql: "SQLStore") -> Any:
-    return sql.conn.execute(f"{ROW_SQL} ORDER BY m.rowid")
-
-
-def all_vectors(sql: "SQLStore") -> Any:
-    return sql.conn.execute("SELECT rowid, embedding FROM memories_vec")
-
-
-def turn_order(sql: "SQLStore") -> Any:
-    """``(rowid, user, thread)`` of every turn, in thread order (the turns index)."""
-    return sql.conn.execute("SELECT rowid, user_id, thread FROM memories WHERE thread IS NOT NULL "
-                            "ORDER BY user_id, thread, created_at, rowid")
-
-
-def memory_total(sql: "SQLStore") -> int:
-    return sql.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
-
-
-class ReadSnapshot:
-    """One read transaction (a savepoint, so it also nests inside a caller's transaction)."""
-
-    def __init__(self, sql: "SQLStore") -> None:
-        self.conn = sql.conn
-
-    def __enter__(self) -> None:
-        self.conn.execute("SAVEPOINT recall_index")
-
-    def __exit__(self, *exc: Any) -> None:
-        self.conn.execute("RELEASE recall_index")
-
-
-def episode_key(user: str, thread: str | None, episode: str | None) -> int:
-    """A 64-bit key of a turn's episode (equal keys: the same episode of the same thread)."""
-    if thread is None:
-        return 0
-    raw = f"{user}\0{thread}\0{episode or ''}".encode()
-    return ((zlib.crc32(raw) << 31) ^ zlib.adler32(raw)) or 1
 
 
 def _capacity(rows: int) -> int:
@@ -190,6 +78,7 @@ class RecallIndex:
         self._timed: tuple[int, np.ndarray] | None = None
         self._important: tuple[int, np.ndarray] | None = None
         self._mask: tuple[tuple, np.ndarray] | None = None
+        self._saving: list[int] | None = None  # while ``save`` writes: the rowids forgotten meanwhile
         try:
             st = os.stat(sql.path)
             self.key: dict = {"inode": st.st_ino, "dev": st.st_dev, "epoch": epoch(sql), "dim": sql.dim}
@@ -292,8 +181,11 @@ class RecallIndex:
 
     def persist(self) -> None:
         """Write the arrays as they are now to a new file (live rows only) and map it."""
-        old = self.cols
-        keep = np.flatnonzero(old["alive"][:self.n])
+        f, fh, m = self._write(self.cols, np.flatnonzero(self.cols["alive"][:self.n]))
+        self._finish(f, fh, m, self.seq)
+
+    def _write(self, old: dict, keep: np.ndarray) -> tuple[IndexFile, Any, int]:
+        """A new file holding the rows ``keep`` of the arrays ``old`` (header not written)."""
         f, fh = self._new_file(_capacity(len(keep)))
         m = len(keep)
         for i in range(0, m, 65536):
@@ -304,19 +196,44 @@ class RecallIndex:
             f.cols["vec"][dst] = old["vec"][part]
             f.release()
         f.cols["rot"][:] = old["rot"]
-        self._finish(f, fh, m, self.seq)
+        return f, fh, m
 
-    def save(self) -> bool:
-        """Write the file if this process caught up well beyond it (never in a search:
-        at 1M memories it takes seconds; the daemon's worker calls this when idle, other
-        processes when they close).  Returns whether it wrote."""
-        if self.file is None or self.behind <= self._stale_rows():
-            return False
+    def save(self, lock: Any = None) -> bool:
+        """Write the file if this process caught up well beyond it (never in a search: at 1M
+        memories it takes seconds; the daemon's worker calls this when idle, other processes
+        when they close).  With ``lock`` (the daemon's store lock), it is held only while the
+        rows to write are chosen and after the file is in place: rows changed meanwhile are
+        in ``mem_changes`` past the file's seq (a reader applies them again), rows forgotten
+        meanwhile are scrubbed from the new file.  This process keeps its own arrays."""
+        lock = lock if lock is not None else nullcontext()
+        with lock:
+            if self.file is None or self.behind <= self._stale_rows() or self._saving is not None:
+                return False
+            cols, n, seq, behind = self.cols, self.n, self.seq, self.behind
+            keep = np.flatnonzero(cols["alive"][:n])
+            header = {"key": dict(self.key), "count": len(keep), "seq": seq,
+                      "dicts": {d: list(v) for d, v in self.values.items()}}
+            self._saving = []
+        written = False
         try:
-            self.persist()
+            f, fh, m = self._write(cols, keep)
+            try:
+                f.finish(fh, header, self.path)
+                written = fh is not None
+            except OSError:
+                if fh is not None:
+                    fh.close()
+                    Path(fh.name).unlink(missing_ok=True)
         except OSError:
-            return False
-        return True
+            pass
+        finally:
+            with lock:
+                gone, self._saving = self._saving, None
+                if written:
+                    self.behind = max(0, self.behind - behind)
+                    if gone and self.path is not None:
+                        scrub(self.path, gone)
+        return written
 
     def _put(self, cols: dict, pos: np.ndarray, rows: list[tuple]) -> None:
         """Set the small columns of ``rows`` (ROW_SQL's) at ``pos``; no vector yet."""
@@ -441,6 +358,8 @@ class RecallIndex:
         self.cols["code"][:, old] = 0
         if gone and self.path is not None:
             scrub(self.path, sorted(gone))  # a forgotten memory's vector leaves the file too
+            if self._saving is not None:
+                self._saving.extend(gone)  # and the file being written (``save``)
         rows = sorted(rows)
         # a deleted row's place is taken again by its rowid (SQLite reuses the top rowid)
         have = self.positions([r[0] for r in rows], live=False)

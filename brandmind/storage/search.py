@@ -178,9 +178,10 @@ class SearchIndex:
         """Write the recall index file if this process caught up well beyond it."""
         self.save_index()
 
-    def save_index(self) -> bool:
-        """Write the recall index file if this process caught up well beyond it."""
-        return self.index.save() if self.index is not None else False
+    def save_index(self, lock: Any = None) -> bool:
+        """Write the recall index file if this process caught up well beyond it (``lock``:
+        held only while rows are chosen and bookkept, see ``RecallIndex.save``)."""
+        return self.index.save(lock) if self.index is not None else False
 
 
     def forgotten(self, *, names: bool = False) -> None:

@@ -1,0 +1,127 @@
+"""The SQLite side of the recall index (storage/recallindex.py): the change list that
+SQLite triggers keep (``mem_changes``, migration 0014), the epoch that marks replaced vectors,
+and the reads an index is built and kept in step from, in one read snapshot.
+"""
+from __future__ import annotations
+
+import secrets
+import zlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..sqlstore import SQLStore
+
+CHANGES_KEEP = 1 << 20        # mem_changes rows kept (a file further behind is rebuilt)
+
+SCHEMA = (
+    "CREATE TABLE mem_changes(seq INTEGER PRIMARY KEY AUTOINCREMENT, mem_rowid INTEGER NOT NULL)",
+    "CREATE TRIGGER mem_changes_update AFTER UPDATE ON memories BEGIN "
+    "INSERT INTO mem_changes(mem_rowid) VALUES(new.rowid); END",
+    "CREATE TRIGGER mem_changes_delete AFTER DELETE ON memories BEGIN "
+    "INSERT INTO mem_changes(mem_rowid) VALUES(old.rowid); END",
+    "CREATE TRIGGER mem_changes_vector AFTER DELETE ON vec_pending BEGIN "
+    "INSERT INTO mem_changes(mem_rowid) VALUES(old.rowid); END",
+    f"CREATE TRIGGER mem_changes_prune AFTER INSERT ON mem_changes WHEN new.seq % 4096 = 0 BEGIN "
+    f"DELETE FROM mem_changes WHERE seq <= new.seq - {CHANGES_KEEP}; END",
+    "INSERT OR REPLACE INTO meta VALUES('recall_epoch', lower(hex(randomblob(8))))",
+    "DROP TABLE IF EXISTS vec_late",  # what the in-memory matrix read before this index
+)
+
+ROW_SQL = ("SELECT m.rowid, m.user_id, coalesce(m.agent_id, ''), m.type, m.created_at, m.valid_from, m.valid_to, "
+           "m.retired_at, m.importance, m.thread, m.episode, m.speaker FROM memories m")
+
+
+def epoch(sql: "SQLStore") -> str:
+    return sql.get_meta("recall_epoch") or ""
+
+
+def new_epoch(sql: "SQLStore") -> None:
+    """Vectors were replaced (``bm reindex``): every index file of this database is stale."""
+    sql.set_meta("recall_epoch", secrets.token_hex(8))
+
+
+def last_change(sql: "SQLStore") -> tuple[int, int]:
+    """(lowest, highest) ``mem_changes`` seq kept."""
+    return sql.conn.execute("SELECT coalesce(min(seq), 0), coalesce(max(seq), 0) FROM mem_changes").fetchone()
+
+
+def changed_rowids(sql: "SQLStore", seq: int) -> list[int]:
+    return [r[0] for r in sql.conn.execute("SELECT DISTINCT mem_rowid FROM mem_changes WHERE seq > ?", (seq,))]
+
+
+def rows_after(sql: "SQLStore", rowid: int) -> list[tuple]:
+    return sql.conn.execute(f"{ROW_SQL} WHERE m.rowid > ? ORDER BY m.rowid", (rowid,)).fetchall()
+
+
+def rows_of(sql: "SQLStore", rowids: list[int]) -> list[tuple]:
+    out: list[tuple] = []
+    for i in range(0, len(rowids), 900):
+        part = rowids[i:i + 900]
+        out += sql.conn.execute(f"{ROW_SQL} WHERE m.rowid IN ({','.join('?' * len(part))})", part).fetchall()
+    return out
+
+
+def vectors_of(sql: "SQLStore", rowids: list[int]) -> list[tuple[int, bytes]]:
+    out: list[tuple[int, bytes]] = []
+    for i in range(0, len(rowids), 900):
+        part = rowids[i:i + 900]
+        out += sql.conn.execute(f"SELECT rowid, embedding FROM memories_vec WHERE rowid IN "
+                                f"({','.join('?' * len(part))})", part).fetchall()
+    return out
+
+
+def neighbours_of(sql: "SQLStore", rowids: list[int]) -> list[tuple[int, int | None, int | None]]:
+    """(rowid, the turn before it, the turn after it) in its user's thread, by the rows stored now."""
+    out: list[tuple] = []
+    for i in range(0, len(rowids), 400):
+        part = rowids[i:i + 400]
+        out += sql.conn.execute(
+            "SELECT m.rowid, "
+            "(SELECT p.rowid FROM memories p WHERE p.user_id = m.user_id AND p.thread = m.thread "
+            " AND (p.created_at, p.rowid) < (m.created_at, m.rowid) "
+            " ORDER BY p.created_at DESC, p.rowid DESC LIMIT 1), "
+            "(SELECT n.rowid FROM memories n WHERE n.user_id = m.user_id AND n.thread = m.thread "
+            " AND (n.created_at, n.rowid) > (m.created_at, m.rowid) "
+            " ORDER BY n.created_at, n.rowid LIMIT 1) "
+            f"FROM memories m WHERE m.thread IS NOT NULL AND m.rowid IN ({','.join('?' * len(part))})",
+            part).fetchall()
+    return out
+
+
+def all_rows(sql: "SQLStore") -> Any:
+    return sql.conn.execute(f"{ROW_SQL} ORDER BY m.rowid")
+
+
+def all_vectors(sql: "SQLStore") -> Any:
+    return sql.conn.execute("SELECT rowid, embedding FROM memories_vec")
+
+
+def turn_order(sql: "SQLStore") -> Any:
+    """``(rowid, user, thread)`` of every turn, in thread order (the turns index)."""
+    return sql.conn.execute("SELECT rowid, user_id, thread FROM memories WHERE thread IS NOT NULL "
+                            "ORDER BY user_id, thread, created_at, rowid")
+
+
+def memory_total(sql: "SQLStore") -> int:
+    return sql.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+
+
+class ReadSnapshot:
+    """One read transaction (a savepoint, so it also nests inside a caller's transaction)."""
+
+    def __init__(self, sql: "SQLStore") -> None:
+        self.conn = sql.conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("SAVEPOINT recall_index")
+
+    def __exit__(self, *exc: Any) -> None:
+        self.conn.execute("RELEASE recall_index")
+
+
+def episode_key(user: str, thread: str | None, episode: str | None) -> int:
+    """A 64-bit key of a turn's episode (equal keys: the same episode of the same thread)."""
+    if thread is None:
+        return 0
+    raw = f"{user}\0{thread}\0{episode or ''}".encode()
+    return ((zlib.crc32(raw) << 31) ^ zlib.adler32(raw)) or 1
