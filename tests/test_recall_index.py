@@ -189,3 +189,17 @@ def test_a_forget_while_the_worker_writes_the_file_is_scrubbed_from_it(store, mo
         assert backlog.save_index(lambda: mem, threading.RLock())
         assert vec not in path.read_bytes()
         assert secret["id"] not in {h["id"] for h in mem.recall("bank pin", k=10)}
+
+
+def test_appends_past_the_file_capacity_grow_it(store):
+    with Memory() as mem:
+        for i in range(5):
+            mem.remember(f"seed {i} about the orchard")
+        mem.recall("orchard")
+        cap = mem.store.searcher.index.file.cap
+        mem.ingest([json.dumps({"role": "user", "content": f"turn {i} on the apple called pip{i}x"})
+                    for i in range(cap)], user="default")
+        hits = mem.recall("the apple called pip1000x", k=1)
+        index = mem.store.searcher.index
+        assert index.file.cap > cap and index.n == cap + 5
+        assert hits[0]["text"] == "turn 1000 on the apple called pip1000x"

@@ -58,7 +58,7 @@ DICTS = ("user", "agent", "type", "speaker")
 
 
 def _capacity(rows: int) -> int:
-    return max(4096, int(rows * 1.25) + 1024)
+    return int(rows * 1.25) + 1024  # rows appended before the file must grow
 
 
 # -- the index in a process ----------------------------------------------------------------------
