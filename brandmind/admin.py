@@ -111,6 +111,7 @@ class Admin:
             checks.append({"check": name, "ok": ok, "detail": detail, "hint": None if ok else hint})
 
         self._check_index(check)
+        self._check_recall(check)
         self._check_files(check)
         check(*blocks.Blocks(self.store).doctor_check())  # blocks over their limit after a merge, updates waiting
         return checks
@@ -134,6 +135,22 @@ class Admin:
               + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "") if bad else "none",
               f"{len(bad)} op(s) in the log are skipped (written by an older bm or a faulty peer); the "
               "rest of the store works. To be rid of them, `bm export` and `bm import` into a fresh store")
+
+    def _check_recall(self, check: Any) -> None:
+        """The recall index (storage/recallindex.py) holds every memory, and a vector for each
+        one that is not waiting for it."""
+        store = self.store
+        try:
+            got = store.searcher.recall_index().summary()
+        except (OSError, ValueError) as exc:
+            check("recall index", False, f"cannot read it: {exc}", "run `bm rebuild`")
+            return
+        memories = q.count(store.sql, "memories")
+        vectors = memories - backlog.status(store)["vectors_pending"]
+        ok = got["rows"] == memories and got["vectors"] == vectors
+        check("recall index", ok, f"{got['rows']} of {memories} memories, {got['vectors']} of {vectors} vectors, "
+              f"{got['behind']} row(s) newer than its file",
+              "run `bm rebuild` (the index file, data/recall.idx, is rebuilt from SQLite)")
 
     def _check_files(self, check: Any) -> None:
         import sqlite_vec

@@ -617,7 +617,8 @@ def test_doctor_clean_store(bm):
     res = bm("doctor")
     assert res.code == 0, res
     checks = res.json()
-    assert {c["check"] for c in checks} >= {"memory index", "index up to date", "blobs", "sqlite-vec", "embedder", "disk"}
+    assert {c["check"] for c in checks} >= {"memory index", "index up to date", "recall index", "blobs", "sqlite-vec",
+                                            "embedder", "disk"}
     assert all(c["ok"] for c in checks), checks
     proc = run_bm("doctor")
     assert proc.code == 0 and proc.err == "", proc

@@ -203,3 +203,14 @@ def test_appends_past_the_file_capacity_grow_it(store):
         index = mem.store.searcher.index
         assert index.file.cap > cap and index.n == cap + 5
         assert hits[0]["text"] == "turn 1000 on the apple called pip1000x"
+
+
+def test_doctor_finds_a_recall_index_that_lost_a_memory_or_a_vector(store):
+    with Memory() as mem:
+        for i in range(4):
+            mem.remember(f"note {i} about the bakery")
+        assert [c for c in mem.admin.doctor() if c["check"] == "recall index"][0]["ok"]
+        index = mem.store.searcher.recall_index()
+        index.cols["has_vec"][0] = 0  # as a bug would leave it
+        (got,) = [c for c in mem.admin.doctor() if c["check"] == "recall index"]
+        assert not got["ok"] and "3 of 4 vectors" in got["detail"] and "bm rebuild" in got["hint"]

@@ -394,6 +394,13 @@ class RecallIndex:
         self.version += 1
         return True
 
+    def summary(self) -> dict:
+        """What ``bm doctor`` checks: live rows, rows with a vector, rows caught up past the file."""
+        cols, n = self.cols, self.n
+        live = cols["alive"][:n] == 1
+        return {"rows": int(live.sum()), "vectors": int((live & (cols["has_vec"][:n] == 1)).sum()),
+                "behind": self.behind}
+
     # -- searching -------------------------------------------------------------------------
     def mask(self, f: Any) -> np.ndarray:
         """Which positions pass the filters ``f`` (a storage.search.Filters).  The part that
