@@ -2,14 +2,12 @@
 
 Candidates (over-fetched, ``POOL`` of each):
 
-* vectors: the first search in a process asks sqlite-vec for a filtered KNN (partitioned
-  by user, metadata columns for agent, type and time), which needs no warm-up; a process
-  that searches again loads the vectors once into a numpy matrix and scans it exactly
-  (4x faster than the flat scan at 100,000 memories), following its own writes
-  incrementally and reloading when another process removes or replaces vectors;
-* keywords: FTS5/BM25 over the query's words, each quoted (FTS syntax in a query is
-  searched as text); words found in over ``COMMON_SHARE`` of memories are skipped;
-  keyword hits add candidates, not only boosts;
+* vectors: the recall index (storage/recallindex.py, a memory-mapped file kept in step
+  with SQLite): a Hamming pass over sign codes, then exact cosines of the nearest
+  (an exact scan in small stores);
+* keywords: FTS5/BM25 over the query's rarest words, each quoted (FTS syntax in a query is
+  searched as text); words found in over ``COMMON_SHARE`` of memories are skipped
+  (storage/keywords.py); keyword hits add candidates, not only boosts;
 * conversation structure: the turns just before and after each candidate turn in its
   thread and episode (a run of turns without a long pause, set at ingest);
 * the knowledge graph: memories reached in 1-2 hops from the entities (and typed links)
@@ -31,7 +29,9 @@ compete on the same scale).  The pool is ranked, deduplicated by text, and only 
 to k.  Each result carries the signals that put it there and their contributions.
 
 Filters (user, agent scope, types, since/until, currently true or true as of a date) are
-applied in SQL to every candidate, whichever signal brought it.
+applied to every candidate, whichever signal brought it, as one mask over the recall
+index's columns (``RecallIndex.mask``, the same conditions as ``Filters.sql``).  The pool is
+scored as arrays (``scoring.Pool``); rows are read only for the texts of the final k.
 """
 from __future__ import annotations
 

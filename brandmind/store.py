@@ -160,8 +160,8 @@ class Store:
 
     def deferred_vector(self, raw: bytes | None) -> bytes | None:
         """While deferring: a cached vector is used at once only when no memory waits for
-        one, so vectors land in rowid order (the in-memory matrix then only appends);
-        otherwise the memory waits its turn and the backlog takes the vector from the cache."""
+        one, so vectors land in rowid order; otherwise the memory waits its turn and the
+        backlog takes the vector from the cache."""
         if raw is None or len(raw) != 4 * self.sql.dim or has_pending(self.sql):
             return None
         return raw

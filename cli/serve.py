@@ -202,7 +202,8 @@ class Server:
 
     def _warm_up(self) -> None:
         """Load what the first command would otherwise wait for: the command tree, the
-        recall modules, the model and the vector matrix (one recall of the default user)."""
+        recall modules, the model and the recall index (one recall of the default user; a
+        store without an index file has it built here)."""
         try:
             from . import app
 

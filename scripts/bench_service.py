@@ -142,7 +142,7 @@ def bench_recall(root: Path, size: int, questions: list[str], turns: list[dict],
     sh.start()
     try:
         built = build(sh, bs.store_messages(turns, size), root)
-        for q in questions[:3]:  # the first commands after the build (matrix reload, caches)
+        for q in questions[:3]:  # the first commands after the build (index catch-up, caches)
             sh.run("recall", q, "-u", USER, "--json")
         quiet(f"recall-{size}")
         log(f"[recall] {size:,} memories: {rounds} rounds of floor / bare client / bm recall "

@@ -1,7 +1,7 @@
 """The candidate side of recall: the per-store search index (:class:`SearchIndex`) that
-finds memories by vector (sqlite-vec KNN, then an in-memory matrix), by keyword (FTS5/BM25)
-and by filter, with the caches that make repeated searches fast, and the filters
-(:class:`Filters`) every candidate passes.  brandmind/recall.py ranks what it finds
+finds memories by vector (the recall index, storage/recallindex.py), by keyword (FTS5/BM25,
+storage/keywords.py) and by filter, with the caches that make repeated searches fast, and
+the filters (:class:`Filters`) every candidate passes.  brandmind/recall.py ranks what it finds
 (brandmind/scoring.py scores); the Store holds one index (``store.searcher``) and
 invalidates it after each write.  The queries recall's ranking needs besides (neighbouring
 turns, the newest and most important memories) are here too.
