@@ -64,7 +64,7 @@ brandmind/blockrules.py.  The tables and their queries: brandmind/storage/blocks
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from . import blockrules, pii, validate
 from .clock import iso
