@@ -10,7 +10,6 @@ import pytest
 
 from brandmind import backlog
 from brandmind.memory import Memory
-from brandmind.storage import memories as mrows
 from brandmind.storage import recallindex
 
 
