@@ -66,7 +66,7 @@ from .factrules import (ACTIONS, ANTONYMS, FACT_KEYS, FUNCTIONAL, LINK_TYPES, MU
 from .ops import Kind
 from .projection import apply_sql_side
 from .storage import graph as kg
-from .storage import memories, search
+from .storage import memories, recallsql
 from .storage.memories import memory_out
 from .storage.search import current_sql
 
@@ -151,7 +151,7 @@ def _similar(sql: Any, rows: list[dict], vec: Sequence[float]) -> list[tuple[dic
     if not rows or not q_norm:
         return []
     by_rowid = {r["rowid"]: r for r in rows}
-    found = search.vectors_of(sql, list(by_rowid), chunk=500)
+    found = recallsql.vectors_of(sql, list(by_rowid), chunk=500)
     if not found:
         return []
     ids = [rowid for rowid, _ in found]

@@ -82,13 +82,13 @@ class Searcher:
         self.sql = index.sql
 
     # -- the pool ------------------------------------------------------------------------------
-    def _add(self, p: Pool, ri: RecallIndex, pos: np.ndarray, cos: np.ndarray | None = None,
+    def _add(self, p: Pool, ri: RecallIndex, pos: np.ndarray, q: np.ndarray, *, cos: np.ndarray | None = None,
              vec_rank: np.ndarray | None = None, bm25: np.ndarray | None = None,
-             kw_rank: np.ndarray | None = None, q: np.ndarray | None = None) -> int:
-        """Add the memories at positions ``pos`` (new to the pool) with their columns."""
+             kw_rank: np.ndarray | None = None) -> int:
+        """Add the memories at positions ``pos`` (new to the pool) with their columns (their
+        cosines to ``q`` unless given)."""
         c, n = ri.cols, len(pos)
-        if cos is None:
-            cos = ri.cosines(pos, q) if q is not None else np.zeros(n)
+        cos = ri.cosines(pos, q) if cos is None else cos
         return p.add(rowid=c["rowid"][pos], cos=cos, bm25=np.full(n, np.nan) if bm25 is None else bm25,
                      vec_rank=np.zeros(n) if vec_rank is None else vec_rank,
                      kw_rank=np.zeros(n) if kw_rank is None else kw_rank, speaker=c["speaker"][pos],
@@ -110,26 +110,24 @@ class Searcher:
         # one after the other: in a second thread the keyword query measured slower (the GIL)
         vpos, vcos = ri.nearest(q.vector, m, n)
         kw = self.index.keyword_candidates(q.text, f, n, passing)
-        kpos = ri.positions([r for r, _ in kw])
+        kpos = ri.positions([r for r, _ in kw])  # every one passes ``m`` (``passing``)
         kscore = np.array([s for _, s in kw], np.float64)
-        ok = kpos >= 0
-        ok[ok] = m[kpos[ok]]
-        kpos, kscore, krank = kpos[ok], kscore[ok], np.flatnonzero(ok) + 1
+        krank = np.arange(1, len(kpos) + 1)
         extra = ri.extremes(m, EXTRA_CANDIDATES, newest=bool(w.recency), important=bool(w.importance))
         p = Pool.of(**{k: [] for k in scoring.FIELDS})
         if len(vpos):
-            self._add(p, ri, vpos, cos=vcos, vec_rank=np.arange(1, len(vpos) + 1))
+            self._add(p, ri, vpos, q.vector, cos=vcos, vec_rank=np.arange(1, len(vpos) + 1))
         # keyword hits: their BM25 on the vector hits already in, the rest added
         have = dict(zip(vpos.tolist(), range(len(vpos))))
         at = np.array([have.get(x, -1) for x in kpos.tolist()], np.int64)
         old = at >= 0
         p.cols["bm25"][at[old]], p.cols["kw_rank"][at[old]] = kscore[old], krank[old]
         if (~old).any():
-            self._add(p, ri, kpos[~old], bm25=kscore[~old], kw_rank=krank[~old], q=q.vector)
+            self._add(p, ri, kpos[~old], q.vector, bm25=kscore[~old], kw_rank=krank[~old])
         pos = np.concatenate([vpos, kpos[~old]]).astype(np.int64)
         extra = np.setdiff1d(extra, pos)
         if len(extra):
-            self._add(p, ri, extra, q=q.vector)
+            self._add(p, ri, extra, q.vector)
             pos = np.concatenate([pos, extra])
         speakers = self.index.speakers_named(q.text, f.user) if w.speaker and len(p) else []
         code = ri.codes["speaker"].get(speakers[0]) if len(speakers) == 1 else None
@@ -153,7 +151,7 @@ class Searcher:
         fresh = fresh[m[fresh]]
         fresh = np.setdiff1d(fresh, pos)
         if len(fresh):
-            start = self._add(p, ri, fresh, q=q)
+            start = self._add(p, ri, fresh, q)
             pos = np.concatenate([pos, fresh])
             scoring.base_scores(p, s, start)
         where = dict(zip(pos.tolist(), range(len(pos))))
@@ -245,7 +243,7 @@ class Searcher:
         at = at[at >= 0]
         fresh = np.setdiff1d(at[m[at]], pos)
         if len(fresh):
-            start = self._add(p, ri, fresh, q=q)
+            start = self._add(p, ri, fresh, q)
             pos = np.concatenate([pos, fresh])
             scoring.base_scores(p, s, start)
         where = dict(zip(p.cols["rowid"].tolist(), range(len(p))))

@@ -5,9 +5,10 @@ neither loads vectors nor fetches rows before it has its final k.
 What it holds, one row per memory in rowid order (deleted rows stay, ``alive`` 0, until the
 file is rewritten):
 
-* ``code``: the vector's sign bits (dim / 8 bytes), column-major (one uint64 column per 64
-  dimensions): the first pass of a vector search is a Hamming scan, ~10x cheaper per row
-  than a float32 dot product; the nearest codes are then rescored exactly with ``vec``;
+* ``code``: the signs of the vector times the file's random rotation (``rot``, 2 bits a
+  dimension: storage/indexfile.py ``rotation``), column-major (one uint64 column per 64
+  bits): the first pass of a vector search is a Hamming scan, ~10x cheaper per row than a
+  float32 dot product; the nearest codes are then rescored exactly with ``vec``;
 * ``vec``: the float32 vector (read only for the rows rescored);
 * the filter and ranking columns: user, agent, type (codes into small dictionaries),
   created_at, valid_from / valid_to / retired_at (bi-temporal validity), importance,
@@ -22,8 +23,7 @@ rowid are new; every update or delete of a memory, and every vector that arrives
 arrays (the mapping is copy-on-write: the file itself never changes).  The file is
 rewritten whole (a new file, then an atomic rename; readers keep the old inode) when a
 process that caught up more than ``STALE_ROWS`` rows beyond it closes (or the daemon's
-worker is idle), when its spare capacity runs
-out, and by ``bm rebuild``.  Its key is the SQLite file's inode plus ``meta.recall_epoch``
+worker is idle; never in a search), when its spare capacity runs out, and by ``bm rebuild``.  Its key is the SQLite file's inode plus ``meta.recall_epoch``
 (new when vectors are replaced), so a replaced or re-embedded index is never read with a
 stale file.  Losing the file loses nothing: it is rebuilt from SQLite.
 """
@@ -136,14 +136,23 @@ class RecallIndex:
                 pass  # a read-only store: the index lives in this process only
         return IndexFile.create(None, cap, self.sql.dim)
 
-    def _finish(self, f: IndexFile, fh: Any, n: int, seq: int) -> None:
-        header = {"key": self.key, "count": n, "seq": seq, "dicts": self.values}
+    def _header(self, n: int, seq: int) -> dict:
+        return {"key": dict(self.key), "count": n, "seq": seq, "dicts": {d: list(v) for d, v in self.values.items()}}
+
+    def _publish(self, f: IndexFile, fh: Any, header: dict) -> bool:
+        """Finish a new file and rename it into place; whether a file was written (not when
+        the index lives in memory only, or the disk refused)."""
         try:
             f.finish(fh, header, self.path)
+            return fh is not None
         except OSError:
             if fh is not None:
                 fh.close()
                 Path(fh.name).unlink(missing_ok=True)
+            return False
+
+    def _finish(self, f: IndexFile, fh: Any, n: int, seq: int) -> None:
+        self._publish(f, fh, self._header(n, seq))
         self.file, self.n, self.seq, self.behind = f, n, seq, 0
         self.version += 1
 
@@ -209,23 +218,16 @@ class RecallIndex:
         with lock:
             if self.file is None or self.behind <= self._stale_rows() or self._saving is not None:
                 return False
-            cols, n, seq, behind = self.cols, self.n, self.seq, self.behind
-            keep = np.flatnonzero(cols["alive"][:n])
-            header = {"key": dict(self.key), "count": len(keep), "seq": seq,
-                      "dicts": {d: list(v) for d, v in self.values.items()}}
+            cols, behind = self.cols, self.behind
+            keep = np.flatnonzero(cols["alive"][:self.n])
+            header = self._header(len(keep), self.seq)
             self._saving = []
         written = False
         try:
-            f, fh, m = self._write(cols, keep)
-            try:
-                f.finish(fh, header, self.path)
-                written = fh is not None
-            except OSError:
-                if fh is not None:
-                    fh.close()
-                    Path(fh.name).unlink(missing_ok=True)
+            f, fh, _ = self._write(cols, keep)
+            written = self._publish(f, fh, header)
         except OSError:
-            pass
+            pass  # no room for a new file: the old one stays
         finally:
             with lock:
                 gone, self._saving = self._saving, None

@@ -61,10 +61,11 @@ def rows_of(sql: "SQLStore", rowids: list[int]) -> list[tuple]:
     return out
 
 
-def vectors_of(sql: "SQLStore", rowids: list[int]) -> list[tuple[int, bytes]]:
+def vectors_of(sql: "SQLStore", rowids: list[int], chunk: int = 900) -> list[tuple[int, bytes]]:
+    """``(rowid, embedding)`` of those rowids that have a vector, ``chunk`` rowids a query."""
     out: list[tuple[int, bytes]] = []
-    for i in range(0, len(rowids), 900):
-        part = rowids[i:i + 900]
+    for i in range(0, len(rowids), chunk):
+        part = rowids[i:i + chunk]
         out += sql.conn.execute(f"SELECT rowid, embedding FROM memories_vec WHERE rowid IN "
                                 f"({','.join('?' * len(part))})", part).fetchall()
     return out

@@ -57,18 +57,6 @@ def data_version(sql: "SQLStore") -> int:
     return sql.conn.execute("PRAGMA data_version").fetchone()[0]
 
 
-def vectors_of(sql: "SQLStore", rowids: list[int], chunk: int = 0) -> list[tuple[int, bytes]]:
-    """``(rowid, embedding)`` of those rowids that have a vector (``chunk``: at most that
-    many rowids per query; 0: one query)."""
-    out: list[tuple[int, bytes]] = []
-    step = chunk or max(1, len(rowids))
-    for i in range(0, len(rowids), step):
-        part = rowids[i:i + step]
-        out.extend(sql.conn.execute(
-            f"SELECT rowid, embedding FROM memories_vec WHERE rowid IN ({_marks(part)})", part).fetchall())
-    return out
-
-
 def speakers(sql: "SQLStore", user: str) -> list[str]:
     """The speakers of the user's conversations."""
     return [r[0] for r in sql.conn.execute(
@@ -161,6 +149,7 @@ class SearchIndex:
     def __init__(self, sql: SQLStore) -> None:
         self.sql = sql
         self.index: RecallIndex | None = None
+        self.index_path = sql.path.with_name("recall.idx")  # beside memory.sqlite
         self._data_version: int | None = None
         self._speakers: dict[str, tuple[int, list[str]]] = {}
         self.keywords = KeywordSearch(sql)
@@ -183,18 +172,16 @@ class SearchIndex:
         held only while rows are chosen and bookkept, see ``RecallIndex.save``)."""
         return self.index.save(lock) if self.index is not None else False
 
-
     def forgotten(self, *, names: bool = False) -> None:
         """After a forget: the recall index catches up now, which overwrites the forgotten
         memories' vectors in its file (if it has one; else nothing holds them); ``names``
         (a user forgotten): its dictionaries of names too, and a new file is written
         without that user's."""
-        path = self.sql.path.with_name("recall.idx")
-        if self.index is None and not path.exists():
+        if self.index is None and not self.index_path.exists():
             return
         index = self.recall_index()
         if names:
-            scrub_names(path)
+            scrub_names(self.index_path)
             index.build()
 
     # -- vector candidates -------------------------------------------------------
@@ -202,7 +189,7 @@ class SearchIndex:
         """The store's recall index (storage/recallindex.py), up to date with SQLite."""
         version = data_version(self.sql)
         if self.index is None:
-            self.index = RecallIndex(self.sql, self.sql.path.with_name("recall.idx"))
+            self.index = RecallIndex(self.sql, self.index_path)
             self._stale = True
         if self._stale or version != self._data_version:
             self.index.refresh()
@@ -214,16 +201,6 @@ class SearchIndex:
         index = self.recall_index()
         pos, sims = index.nearest(q, index.mask(f), n)
         return list(zip(index.cols["rowid"][pos].tolist(), sims.tolist()))
-
-    def cosines(self, rowids: list[int], q: np.ndarray) -> dict[int, float]:
-        """Cosines of candidates another signal brought (0 for those without a vector yet)."""
-        if not rowids:
-            return {}
-        index = self.recall_index()
-        pos = index.positions(rowids)
-        ok = pos >= 0
-        sims = index.cosines(pos[ok], q)
-        return dict(zip(np.asarray(rowids)[ok].tolist(), sims.tolist()))
 
     # -- keyword candidates ------------------------------------------------------
     def selective_words(self, query: str) -> list[str]:
