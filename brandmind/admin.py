@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import backlog, blocks
 from .errors import BMError
@@ -14,10 +14,24 @@ from .opcheck import problem, quarantined
 from .projection import apply_log_side, apply_sql_side
 from .replication import catch_up
 from .sqlstore import SQLStore, copy_device_local
+from .storage import memories
 from .storage import stats as q
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import Progress, Store
+
+
+def _kept_vectors(store: "Store") -> Callable[[str], "bytes | None"]:
+    """Where a rebuild finds a memory's vector: the projection it replaces (vectors are kept
+    there, not in the log's cache: brandmind/oplog.py), else ``Store.vector_for`` (the log's
+    cache, else the embedder: only for what the old projection lacks, e.g. when it is lost)."""
+    rows = memories.rows_by_text(store.sql)
+
+    def vector_for(text: str) -> "bytes | None":
+        rowid = rows.get(hash(text))
+        vec = memories.vector_of_text(store.sql, rowid, text) if rowid is not None else None
+        return vec if vec is not None else store.vector_for(text)
+    return vector_for
 
 
 class Admin:
@@ -41,7 +55,7 @@ class Admin:
                 if problem(op) is None:  # an invalid op is skipped (quarantined by the catch-up)
                     apply_log_side(t, op)
         # the same order as the live catch-up: arrival order, each replica's ops in seq order
-        ops = catch_up(store.log, fresh, store.vector_for, progress, apply=apply_sql_side)
+        ops = catch_up(store.log, fresh, _kept_vectors(store), progress, apply=apply_sql_side)
         copy_device_local(store.sql, fresh)  # e.g. remote_map: not in the op log
         fresh.truncate_wal()
         fresh.close()
@@ -66,9 +80,6 @@ class Admin:
         for i in range(0, len(rows), batch):
             chunk = [r["text"] for r in rows[i:i + batch]]
             arr = np.asarray(store.embedder.embed_documents(chunk), dtype=np.float32)
-            with store.write() as t:
-                for text, v in zip(chunk, arr):
-                    t.cache_vector(name, text, v.tobytes())
             vecs.extend(v.tobytes() for v in arr)
             if progress:
                 progress(min(i + batch, len(rows)), len(rows))

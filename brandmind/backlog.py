@@ -10,10 +10,10 @@ to this device).  Both queues are durable; the work is acknowledged with its res
   lock, embedded OUTSIDE it (the embedder is shared and thread-safe), then, under the lock
   and inside the op-log write transaction (so no forget can slip in between), one SQLite
   transaction writes the vectors and deletes their ``vec_pending`` rows, only for the rows
-  still waiting with the same text (a forget or a rebuild in between wins); the vectors
-  go into the log's vector cache in the same LMDB transaction (``bm rebuild`` never
-  re-embeds them).  A kill -9 before the SQLite commit redoes the batch (from the cache
-  when the LMDB part got through); nothing is doubled: a filled row waits no more.
+  still waiting with the same text (a forget or a rebuild in between wins).  The vectors
+  live in the projection only (``bm rebuild`` takes them from there, brandmind/admin.py),
+  not in the log's vector cache.  A kill -9 before the SQLite commit redoes the batch;
+  nothing is doubled: a filled row waits no more.
 * extraction jobs (:func:`job_step`): the extractor runs over the job's turns outside the
   lock and its facts are saved in the job (so a retry never asks the LLM again); the facts
   are then stored with reconciliation, and each op-log transaction of facts records the
@@ -131,10 +131,6 @@ def commit(store: "Store", batch: Batch, *, again: bool = True) -> int:
             behind = sql.applied() < t.next_arrival() - 1
             if not behind:
                 done = memories.fill_vectors(sql, items)
-        filled = set(done)
-        for rowid, text, vec in items:
-            if rowid in filled:
-                t.cache_vector(batch.model, text, vec)
     store.searcher.invalidate()
     if behind and again:  # ops of another process not applied yet (one may be a forget)
         store.catch_up()

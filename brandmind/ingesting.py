@@ -121,8 +121,6 @@ def store_batch(store: "Store", batch: list[dict], user: str, report: dict) -> N
                     report["_beads"].append(t.bead_for_key(key))
                 continue
             bead_id = _store_turn(store, t, msg, key, text, user, now, episodes, ops)
-            if vecs is not None:
-                t.cache_vector(store.sql.model, text, known[text])
             stored += 1
             if "_beads" in report:
                 report["_beads"].append(bead_id)

@@ -12,10 +12,9 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any, Iterator
 
-import orjson
-
 from .clock import CLOCK_HINT, HLC, skewed_by, span
 from .errors import ClockSkew
+from .logvalues import dumps, loads, pack  # noqa: F401  (oplog imports dumps/loads from here)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .oplog import OpLog
@@ -25,22 +24,6 @@ CLOCK_MARK = b"clock_skew"  # meta: a sync round found this clock off (OpLog.mar
 
 def u64(n: int) -> bytes:
     return n.to_bytes(8, "big")
-
-
-def dumps(obj: Any) -> bytes:
-    """Compact JSON with sorted keys (orjson: sync moves ops by the hundred thousand; what
-    it cannot encode, e.g. an int beyond 64 bits, goes through the stdlib encoder)."""
-    try:
-        return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
-    except TypeError:
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
-
-
-def loads(raw: bytes | str) -> Any:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw)  # e.g. an int beyond 64 bits; real damage still raises here
 
 
 def version_vector_in(cur: Any) -> dict[str, int]:
@@ -113,6 +96,13 @@ class LogTxn:
         self.batch = False
         self.late_nodes: dict[str, str] = {}  # node id -> HLC key of the forget that removed it
 
+    def _put_end(self, key: bytes, value: bytes, db: Any) -> None:
+        """Put, appending when ``key`` sorts after every key of ``db`` (ops of this replica,
+        arrival numbers, bead ids: time-ordered).  LMDB splits a full page in half, so keys
+        put in order leave every page half empty; an append fills them."""
+        cur = self.txn.cursor(db=db)
+        self.txn.put(key, value, db=db, append=not cur.last() or bytes(cur.key()) < key)
+
     def _meta_int(self, key: bytes) -> int:
         return int.from_bytes(self.txn.get(key, db=self.db["meta"]), "big")
 
@@ -144,9 +134,9 @@ class LogTxn:
         hlc = HLC(last.wall_ms, last.counter, replica).tick(now_ms)
         op = {"id": f"{replica}:{seq}", "hlc": hlc.encode(), "kind": kind, "payload": payload}
         key = replica.encode() + b"\0" + u64(seq)
-        self.txn.put(key, dumps(op), db=self.db["ops"])
+        self._put_end(key, pack(op), self.db["ops"])
         arrival = self._meta_int(b"next_arrival")
-        self.txn.put(u64(arrival), key, db=self.db["order"])
+        self._put_end(u64(arrival), key, self.db["order"])
         self.txn.put(b"next_seq", u64(seq + 1), db=meta)
         self.txn.put(b"next_arrival", u64(arrival + 1), db=meta)
         self.txn.put(b"hlc", json.dumps(hlc.encode()).encode(), db=meta)
@@ -185,8 +175,8 @@ class LogTxn:
         """Store a received op under arrival number ``arrival`` (kept in ``fresh`` when the
         caller asked for it)."""
         key = op_key(replica, seq)
-        self.txn.put(key, dumps(op), db=self.db["ops"])
-        self.txn.put(u64(arrival), key, db=self.db["order"])
+        self._put_end(key, pack(op), self.db["ops"])
+        self._put_end(u64(arrival), key, self.db["order"])
         if self.fresh is not None:
             self.fresh[key] = (arrival, op)
 
@@ -234,7 +224,7 @@ class LogTxn:
         return loads(raw) if raw is not None else None
 
     def hold(self, replica: str, seq: int, op: dict) -> None:
-        self.txn.put(held_key(replica, seq), dumps(op), db=self.db["sync"])
+        self.txn.put(held_key(replica, seq), pack(op), db=self.db["sync"])
 
     def unhold(self, replica: str, seq: int) -> None:
         self.txn.delete(held_key(replica, seq), db=self.db["sync"])
@@ -253,7 +243,7 @@ class LogTxn:
         op = loads(raw)
         self.scrub = True
         op["payload"] = payload
-        self.txn.put(key, dumps(op), db=self.db["ops"])
+        self.txn.put(key, pack(op), db=self.db["ops"])
         if self.fresh is not None and key in self.fresh:
             self.fresh[key] = (self.fresh[key][0], op)
 
@@ -275,7 +265,7 @@ class LogTxn:
 
     # -- LMDB projections -----------------------------------------------------
     def put_bead(self, bead: dict) -> None:
-        self.txn.put(bead["id"].encode(), dumps(bead), db=self.db["beads"])
+        self._put_end(bead["id"].encode(), pack(bead), self.db["beads"])
         self.txn.put(bead_time_key(bead), b"", db=self.db["bead_time"])
 
     def forget_bead(self, bead: dict) -> None:

@@ -172,12 +172,10 @@ class Memory:
         vec = None if deferred else self.store.embed_docs([text])[0]
         with self.log.write() as t:
             t.append(Kind.MEMORY_ADD, payload)
-            if vec is not None:
-                t.cache_vector(self.sql.model, text, vec.tobytes())
             if extract and deferred:  # queued with the memory it is about (brandmind/backlog.py)
                 t.queue_job({"kind": "extract_memory", "memory": payload["id"], "user": payload["user"],
                              "agent": payload["agent"]})
-        self.store.catch_up()
+        self.store.catch_up(vectors={text: vec.tobytes()} if vec is not None else None)
         if extract and deferred:
             return {**self.get(payload["id"]), "extract": {**_queued_report(), "queued": 1}}
         if extract:

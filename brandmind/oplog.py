@@ -3,19 +3,27 @@
 Every change to a store is first an *op* appended to this replica's own stream:
 ``{"id": "<replica>:<seq>", "hlc": [wall_ms, counter, replica], "kind": ..., "payload": {...}}``.
 An op and everything LMDB derives from it (the bead it adds, the dedup key of
-an ingested message, the vector cached for its text) are written in ONE LMDB
-write transaction, so a crash leaves either all of it or none of it.
+an ingested message) are written in ONE LMDB write transaction, so a crash leaves
+either all of it or none of it.  Ops and beads are stored packed (deflated with a
+preset dictionary; brandmind/logvalues.py); ``loads`` reads packed and plain alike.
 
 Named databases in ``log.lmdb``:
 
 ``meta``       replica id, next sequence number, next arrival number, last HLC
-``ops``        ``replica \\0 seq(8 BE)`` -> op JSON (one stream per replica)
+``ops``        ``replica \\0 seq(8 BE)`` -> packed op JSON (one stream per replica)
 ``order``      ``arrival(8 BE)`` -> ops key: the order ops reached this store;
                the SQLite projection remembers the last arrival it applied
-``beads``      bead id -> bead JSON (content over the threshold lives in blobs/)
+``beads``      bead id -> packed bead JSON (content over the threshold lives in blobs/)
 ``bead_time``  ``user \\0 ts(8 BE) \\0 bead id`` -> b"" (the per-user thread, in time order)
 ``bead_keys``  message key -> bead id (so re-ingesting a message stores nothing)
-``vcache``     ``model \\0 sha256(text)[:16]`` -> float32 vector bytes
+``vcache``     ``model \\0 sha256(text)[:16]`` -> float32 vector bytes: vectors on their way
+               to the projection (a pulled or imported memory's, one embedded by
+               ``Store.vector_for``) and those of texts that are not memories (skills,
+               workspace files).  A writer that applies its own ops at once (ingest,
+               remember, the backlog) hands the vectors to the projection directly and
+               caches none: memories' vectors are kept in SQLite (and in the recall index
+               made from it); ``bm rebuild`` takes them from the projection it replaces
+               (brandmind/admin.py)
 ``sync``       what replication needs (brandmind/replication.py): ``vv\\0<replica>`` -> the
                contiguous head (u64) of each replica's stream (the version vector);
                ``fu\\0<user>`` / ``fm\\0<memory>`` / ``fn\\0<node>`` -> HLC key of the
@@ -38,7 +46,6 @@ passes brandmind/opcheck.py's).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from contextlib import contextmanager
@@ -49,6 +56,7 @@ from . import clock
 from .clock import new_id
 from .errors import StoreCorrupt, StoreMissing
 from .lmdbscrub import scrub as scrub_file
+from .logvalues import plain
 from .logtxn import (CLOCK_MARK, HELD, JOB, LogTxn, dumps, held_in, held_key, loads, op_key,  # noqa: F401
                      text_key, u64, version_vector_in)
 
@@ -242,6 +250,7 @@ class OpLog:
         doomed = set(digests)
         with self.read() as txn:
             for _, raw in txn.cursor(db=self.db["beads"]):
+                raw = plain(raw)
                 if b'"blob"' in raw:
                     doomed.discard(loads(raw).get("blob"))
         for digest in doomed:
@@ -452,8 +461,9 @@ class OpLog:
         out = []
         with self.read() as txn:
             for _, raw in txn.cursor(db=self.db["beads"]):
+                raw = plain(raw)
                 if b'"blob"' in raw:
-                    bead = json.loads(raw)
+                    bead = loads(raw)
                     if bead.get("blob"):
                         out.append(bead)
         return out

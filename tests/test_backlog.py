@@ -74,7 +74,7 @@ def test_deferred_writes_store_keywords_now_and_vectors_later(mem):
     assert done["embedded"] == 301 and counts(mem) == (301, 301, 0)
     assert mem.sql.integrity() == [] and backlog.lag_note(mem.store, "ann") is None
     assert len(emb.texts) == 301  # each text once
-    # the vectors went to the log's cache: a rebuild embeds nothing
+    # the vectors are in the index: a rebuild takes them from there and embeds nothing
     emb.texts.clear()
     mem.admin.rebuild()
     assert emb.texts == [] and counts(mem) == (301, 301, 0)
@@ -87,12 +87,12 @@ def test_rebuild_and_reindex_make_the_waiting_vectors(mem):
     assert counts(mem) == (10, 10, 0)
     with mem.store.deferring_vectors():
         mem.ingest(turns(5, start=10), user="ann")
-        mem.admin.rebuild()  # deferring: every memory waits its turn in the rebuilt index
-    assert counts(mem) == (15, 0, 15) and mem.sql.integrity() == []
+        mem.admin.rebuild()  # deferring: the old index's vectors are kept, the waiting ones still wait
+    assert counts(mem) == (15, 10, 5) and mem.sql.integrity() == []
     emb = mem.store.embedder
     emb.texts.clear()
     backlog.drain(lambda: mem.store)
-    assert counts(mem) == (15, 15, 0) and len(emb.texts) == 5  # the others came from the cache
+    assert counts(mem) == (15, 15, 0) and len(emb.texts) == 5  # only the waiting ones are embedded
     with mem.store.deferring_vectors():
         mem.ingest(turns(5, start=15), user="ann")
     mem.admin.reindex()
@@ -108,9 +108,9 @@ def test_forget_wins_over_a_batch_in_flight(mem):
     mem.forget(a["id"])
     assert backlog.commit(mem.store, batch) == 1
     assert counts(mem) == (1, 1, 0) and mem.sql.integrity() == []
-    # the forgotten text's vector was not put back into the cache
+    # the forgotten text's vector went nowhere: neither the index nor the log's cache
     assert mem.log.cached_vector(mem.sql.model, a["text"]) is None
-    assert mem.log.cached_vector(mem.sql.model, b["text"]) is not None
+    assert mem.recall("spare key blue flowerpot", user="ann")[0]["id"] == b["id"]
     # a forgotten memory that waits takes its waiting row with it
     with mem.store.deferring_vectors():
         c = mem.remember("a third thing to forget", user="ann")

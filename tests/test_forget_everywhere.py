@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
+
+from brandmind.logvalues import DICTIONARY_V1
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import assert_error, open_memory, run_bm  # noqa: E402
@@ -24,12 +27,33 @@ def ingest(bm, *turns: tuple[str, str], user: str = "f", extract: bool = False) 
     return res.json()
 
 
+def inflated(data: bytes) -> bytes:
+    """Every packed op or bead (brandmind/logvalues.py) found anywhere in ``data``, live or
+    left in a free page, inflated: the log's values are deflated, so a grep of the raw file
+    alone would never see a forgotten text there."""
+    out = []
+    at = data.find(b"\x01")
+    while at >= 0:
+        d = zlib.decompressobj(-15, DICTIONARY_V1)
+        try:
+            text = d.decompress(data[at + 1:at + 1 + 65536], 1 << 20)
+        except zlib.error:
+            text = b""
+        if len(text) >= 8 and text[:1] in (b"{", b"["):
+            out.append(text)
+        at = data.find(b"\x01", at + 1)
+    return b"\n".join(out)
+
+
 def files_holding(home: Path, *words: str) -> list[str]:
-    """Every file under ``home`` whose raw bytes hold one of ``words`` (like `grep -ra`)."""
+    """Every file under ``home`` whose bytes hold one of ``words`` (like `grep -ra`, and
+    inside the log's deflated values too)."""
     found = []
     for path in home.rglob("*"):
         if path.is_file():
             data = path.read_bytes()
+            if path.name == "data.mdb":
+                data += inflated(data)
             found += [f"{path}: {w}" for w in words if w.encode() in data]
     return found
 

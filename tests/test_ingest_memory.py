@@ -38,13 +38,13 @@ def test_release_pages_unmaps_the_log_and_reads_stay_correct(store: Path) -> Non
         mem.ingest(_messages(300))
         log = mem.store.log
         data = log.path / "data.mdb"
-        with log.read() as txn:  # fault in every page of the vector cache
-            before = {k: v for k, v in txn.cursor(db=log.db["vcache"])}
-        assert len(before) == 300 and _mapped_kb(data) > 0
+        with log.read() as txn:  # fault in every page of the ops
+            before = {k: v for k, v in txn.cursor(db=log.db["ops"])}
+        assert len(before) == 600 and _mapped_kb(data) > 0
         assert log.release_pages() > 0
         assert _mapped_kb(data) == 0
         with log.read() as txn:  # the pages come back, unchanged
-            assert {k: v for k, v in txn.cursor(db=log.db["vcache"])} == before
+            assert {k: v for k, v in txn.cursor(db=log.db["ops"])} == before
         assert _mapped_kb(data) > 0
 
 

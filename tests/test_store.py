@@ -21,6 +21,7 @@ import brandmind
 import brandmind.ingesting  # noqa: F401  (bound to the real clock before any test patches it)
 import brandmind.memory  # noqa: F401
 from brandmind import clock, projection
+from brandmind.logvalues import plain
 from brandmind.config import Config
 from brandmind.errors import BMError, InvalidInput, ModelMismatch, NotFound
 from brandmind.exchange import export_lines, import_lines
@@ -61,13 +62,21 @@ def seq(op: dict) -> int:
 
 
 def lmdb_dump(mem) -> bytes:
-    """Every key and value of every named LMDB database, concatenated."""
+    """Every key and value of every named LMDB database, concatenated (packed ops and beads
+    inflated: brandmind/logvalues.py)."""
     out = bytearray()
     with mem.log.read() as txn:
         for db in mem.log.db.values():
             for key, value in txn.cursor(db=db):
-                out += key + b"\n" + value + b"\n"
+                out += key + b"\n" + _inflate(value) + b"\n"
     return bytes(out)
+
+
+def _inflate(value: bytes) -> bytes:
+    try:
+        return plain(value)
+    except ValueError:  # not a packed value (e.g. a vector starting with 0x01)
+        return bytes(value)
 
 
 def delete_index(home: Path) -> None:

@@ -177,6 +177,37 @@ def user_vectors(sql: "SQLStore", user: str) -> Iterator[tuple[int, bytes]]:
     return sql.conn.execute("SELECT rowid, embedding FROM memories_vec WHERE user_id = ?", (user,))
 
 
+# -- the vectors a rebuild takes from the projection it replaces (brandmind/admin.py) -------------
+def rows_by_text(sql: "SQLStore") -> dict[int, int]:
+    """``hash(text) -> rowid`` of the memories that have a vector (the first of equal texts);
+    what a damaged file still yields (a rebuild embeds the rest)."""
+    import apsw
+
+    out: dict[int, int] = {}
+    try:
+        for rowid, text in sql.conn.execute("SELECT rowid, text FROM memories WHERE rowid NOT IN "
+                                            "(SELECT rowid FROM vec_pending) ORDER BY rowid"):
+            out.setdefault(hash(text), rowid)
+    except apsw.Error:
+        pass
+    return out
+
+
+def vector_of_text(sql: "SQLStore", rowid: int, text: str) -> bytes | None:
+    """The vector of memory ``rowid`` if its text is ``text`` (None: another text, none, or
+    a damaged file)."""
+    import apsw
+
+    try:
+        row = sql.conn.execute("SELECT text FROM memories WHERE rowid = ?", (rowid,)).fetchone()
+        if row is None or row[0] != text:
+            return None
+        vec = sql.conn.execute("SELECT embedding FROM memories_vec WHERE rowid = ?", (rowid,)).fetchone()
+    except apsw.Error:
+        return None
+    return bytes(vec[0]) if vec is not None and len(vec[0]) == 4 * sql.dim else None
+
+
 # -- vectors made later (brandmind/backlog.py) ---------------------------------------------------
 VEC_INSERT = ("INSERT INTO memories_vec(rowid, user_id, embedding, agent_id, type, created_at) "
               "VALUES(?,?,?,?,?,?)")

@@ -1,0 +1,78 @@
+"""Ops and beads are stored packed (brandmind/logvalues.py): smaller, read back exactly,
+old plain values still read, damage is an error and not a wrong value."""
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from brandmind import logtxn, logvalues
+from brandmind.logvalues import DICTIONARY_V1, dumps, loads, pack, plain
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import open_memory  # noqa: E402
+
+OP = {"hlc": [1795603900564, 5, "r_01m895aa1j9905z0c9h58n"], "id": "r_01m895aa1j9905z0c9h58n:6",
+      "kind": "memory.add", "payload": {
+          "agent": None, "id": "m_01gzxtddz077t54mgywx3g", "importance": 0.5,
+          "meta": {"episode": "2023-05-08T13:56:00.000Z", "kind": "turn", "role": "user", "speaker": "Caroline",
+                   "thread": "conv-26-p0"},
+          "provenance": [{"bead": "b_01gzxtddz077t54mgywx3f", "meta": {"dia_id": "D1:3", "session": 1}, "turn_id": "s2"}],
+          "source": "ingest", "text": "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+          "ts": 1683554220000, "type": "episode", "user": "default", "valid_from": None, "valid_to": None}}
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(1 << 63), (1 << 63) - 1) | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
+    max_leaves=30)
+
+
+def test_the_dictionary_is_frozen():
+    # values on disk are inflated with it: a changed dictionary makes every packed op unreadable
+    assert hashlib.sha256(DICTIONARY_V1).hexdigest()[:16] == "4f4c6f60607210e8" or pytest.fail(
+        f"DICTIONARY_V1 changed ({hashlib.sha256(DICTIONARY_V1).hexdigest()[:16]}): add a new marker instead")
+
+
+def test_an_op_packs_to_under_half_and_reads_back_exactly():
+    raw = pack(OP)
+    assert raw[0] == logvalues.PACKED_V1 and len(raw) < len(dumps(OP)) / 2
+    assert loads(raw) == OP and plain(raw) == dumps(OP)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_property_any_json_value_round_trips(value):
+    raw = pack(value)
+    assert loads(raw) == value and len(raw) <= len(dumps(value))
+
+
+def test_values_written_before_packing_still_read():
+    assert loads(dumps(OP)) == OP and pack(1) == b"1"  # too short to gain: stored plain
+
+
+@pytest.mark.parametrize("damage", [lambda b: b[:len(b) // 2], lambda b: b[:5] + bytes(len(b) - 5),
+                                    lambda b: b + b"trailing"])
+def test_a_damaged_packed_value_is_a_value_error(damage):
+    with pytest.raises(ValueError):
+        plain(damage(pack(OP)))
+
+
+def test_a_log_written_plain_opens_and_rebuilds_to_the_same_store(store, monkeypatch):
+    with monkeypatch.context() as patch:
+        patch.setattr(logtxn, "pack", dumps)  # the log as an older bm wrote it
+        with open_memory() as mem:
+            mem.ingest([{"role": "user", "content": "the boat is moored at pier nine", "speaker": "Ann"}], user="ann")
+            mem.remember("Ann's sister lives in Porto", user="ann")
+    with open_memory() as mem:
+        with mem.log.read() as txn:
+            assert all(bytes(v)[:1] == b"{" for _, v in txn.cursor(db=mem.log.db["ops"]))
+        mem.remember("the ferry leaves at noon", user="ann")  # appended packed, beside the plain ones
+        before = sorted(m["text"] for m in mem.list_memories(user="ann"))
+        mem.admin.rebuild()
+        assert sorted(m["text"] for m in mem.list_memories(user="ann")) == before
+        assert mem.recall("where is the boat moored", user="ann")[0]["text"].endswith("pier nine")
+        assert mem.beads_tail(user="ann")[0]["content"] == "the boat is moored at pier nine"
