@@ -145,11 +145,17 @@ def test_sections_come_in_order_with_dates_and_core_blocks_first(ann):
                                            "human: Ann's timezone: Europe/Lisbon"}
     assert {b["label"] for b in res["sections"]["core"]} == {"agent_persona", "human"}
     memory_lines = text.split(HEADERS["memories"])[1].split(HEADERS["recent"])[0].strip().splitlines()
-    assert memory_lines and all(re.match(r"- \[\d{4}-\d{2}-\d{2}\] ", line) for line in memory_lines)
-    assert "- [2024-03-20] (preference) Ann prefers window seats on trains" in memory_lines
-    # memories keep recall's order; beads are oldest first and show their date when it changes
-    scores = [m["score"] for m in res["sections"]["memories"]]
-    assert scores == sorted(scores, reverse=True)
+    assert memory_lines and re.fullmatch(r"\[\d{4}-\d{2}-\d{2}\]", memory_lines[0])
+    assert all(re.fullmatch(r"\[\d{4}-\d{2}-\d{2}\]", line) or line.startswith("- ") for line in memory_lines)
+    day = memory_lines.index("[2024-03-20]")
+    assert "- (preference) Ann prefers window seats on trains" in memory_lines[day + 1:]
+    # memories come as excerpts by day: each day once, the days in order of their best-ranked
+    # memory; beads are oldest first and show their date when it changes
+    days = [m["date"] for m in res["sections"]["memories"]]
+    runs = [d for i, d in enumerate(days) if i == 0 or days[i - 1] != d]
+    assert len(runs) == len(set(runs)) == sum(re.fullmatch(r"\[.*\]", line) is not None for line in memory_lines)
+    best = {d: max(m["score"] for m in res["sections"]["memories"] if m["date"] == d) for d in runs}
+    assert runs == sorted(runs, key=lambda d: -best[d])
     stamps = [b["ts"] for b in res["sections"]["recent"]]
     assert stamps == sorted(stamps)
     recent_lines = text.split(HEADERS["recent"])[1].strip().splitlines()
