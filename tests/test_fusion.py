@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from brandmind.clock import parse_time
 from brandmind.memory import Memory
+from brandmind.storage.search import named_in
 from brandmind.timewords import find_windows
 
 from conftest import assert_error
@@ -165,6 +166,28 @@ def test_a_named_speaker_ranks_their_turns_first(store) -> None:
         hits = mem.recall("how many tomato plants does Ann have?", k=5)
         assert all(h["meta"]["speaker"] == "Ann" for h in hits), [h["text"] for h in hits]
         assert hits[0]["signals"]["speaker"]["speaker"] == "Ann"
+
+
+@pytest.mark.parametrize("query, named", [
+    ("what does Ann Lee grow?", ["Ann Lee"]),
+    ("what does Ann grow?", ["Ann Lee"]),        # one word of the name, no other speaker's
+    ("what does Aqib grow?", ["Akib"]),          # a capitalised word one letter off
+    ("what does Lee grow?", []),                 # "lee" is in two names: names neither
+    ("what does aqib grow?", []),                # a typo is a name only when capitalised
+    ("what did Ann and Akib grow?", ["Ann Lee", "Akib"]),
+])
+def test_a_speaker_is_named_by_a_word_of_the_name_or_a_typo(query: str, named: list[str]) -> None:
+    assert named_in(query, ["Ann Lee", "Bo Lee", "Akib"]) == named
+
+
+def test_a_speaker_named_by_first_name_ranks_their_turns_first(store) -> None:
+    with Memory() as mem:
+        mem.ingest([{"role": "user", "speaker": "Ann Lee" if i % 2 else "Bob Stone",
+                     "content": f"my garden has {i} tomato plants", "ts": f"2026-05-0{1 + i % 9}T10:00:{i:02d}Z"}
+                    for i in range(30)])
+        hits = mem.recall("how many tomato plants does Ann have?", k=5)
+        assert all(h["meta"]["speaker"] == "Ann Lee" for h in hits), [h["text"] for h in hits]
+        assert all(h["signals"]["speaker"]["speaker"] == "Ann Lee" for h in hits)
 
 
 def test_graph_expansion_adds_memories_linked_through_entities(store) -> None:

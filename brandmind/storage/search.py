@@ -63,6 +63,38 @@ def speakers(sql: "SQLStore", user: str) -> list[str]:
         "SELECT DISTINCT speaker FROM memories WHERE user_id = ? AND speaker IS NOT NULL", (user,))]
 
 
+def named_in(text: str, names: list[str]) -> list[str]:
+    """The ``names`` (speakers) a text names: the whole name as whole words, or one of its
+    words (3+ letters) that no other name has, e.g. "Ann" for "Ann Lee"; a capitalised word
+    of 4+ letters one letter off such a word (a typo: "Aqib" for "Akib") counts too."""
+    low = text.lower()
+    words = set(re.findall(r"\w+", low))
+    caps = {w.lower() for w in re.findall(r"(?<!\w)[A-Z]\w{3,}", text)}
+    owners: dict[str, set[str]] = {}
+    for name in names:
+        for part in re.findall(r"\w{3,}", name.lower()):
+            owners.setdefault(part, set()).add(name)
+    out = []
+    for name in names:
+        if re.search(r"(?<!\w)" + re.escape(name.lower()) + r"(?!\w)", low):
+            out.append(name)
+            continue
+        own = [w for w in re.findall(r"\w{3,}", name.lower()) if owners[w] == {name} and w not in STOPWORDS]
+        if any(w in words for w in own) or any(len(w) >= 4 and _one_off(w, c) for w in own for c in caps):
+            out.append(name)
+    return out
+
+
+def _one_off(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ by one letter replaced, added or dropped."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b)) == 1
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+
+
 def rowids_of(sql: "SQLStore", ids: list[str]) -> dict[str, int]:
     """memory id -> rowid, of the memories ``ids`` that exist."""
     out: dict[str, int] = {}
@@ -231,5 +263,4 @@ class SearchIndex:
             if len(self._speakers) > 64:
                 self._speakers.clear()
             cached = self._speakers[user] = (version, names)
-        low = text.lower()
-        return [s for s in cached[1] if re.search(r"(?<!\w)" + re.escape(s.lower()) + r"(?!\w)", low)]
+        return named_in(text, cached[1])
