@@ -25,6 +25,9 @@ import numpy as np
 _SPACE = re.compile(r"\s+")
 DAY_MS = 86_400_000
 NO_TIME = np.iinfo(np.int64).min  # valid_from unknown
+# a time window also takes what was said within this long after it ends: the events of a day
+# are told that evening or the next day ("last night we ..."), so their turns are dated after it
+TOLD_AFTER = DAY_MS
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,7 @@ def base_scores(p: Pool, s: Signals, start: int = 0) -> None:
     t = np.where(c["valid_from"][sl] != NO_TIME, c["valid_from"][sl], c["created"][sl])
     window = p.window[sl]
     for i, win in enumerate(s.windows):
-        window[(window < 0) & (win.start <= t) & (t < win.end)] = i
+        window[(window < 0) & (win.start <= t) & (t < win.end + TOLD_AFTER)] = i
     on = (window >= 0) & bool(w.time)
     vals["time"] = (np.where(on, w.time, 0.0), on)
     if w.recency:

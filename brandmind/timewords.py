@@ -13,6 +13,8 @@ Understood (case-insensitive; numbers as digits or words up to twelve):
 * ``N days|weeks|months|years ago`` (also ``a week ago``, ``a couple of days ago``):
   the unit-wide window centred N units back (two weeks ago = 17.5 to 10.5 days back)
 * ``last|on|this <weekday>``: the most recent such day before today
+* ``2024-01-23``, ``23.01.2024`` (day first), ``01/23/2024`` (month first unless the first
+  number is over 12)
 * ``in|during <month> [year]``, ``<month> <day>[, year]``, ``<day> <month> [year]``:
   without a year, the most recent such month (or day) not after ``now``
 * ``in|during|since <year>`` (1900-2199); ``since`` opens the window up to ``now``
@@ -43,6 +45,8 @@ _PATTERNS = [
     ("ago", re.compile(_NUM + r"\s+(?P<unit>day|week|month|year)s?\s+ago\b")),
     ("relative", re.compile(r"\b(?P<which>last|this|next|past)\s+(?P<unit>week(?:end)?|month|year)\b")),
     ("weekday", re.compile(r"\b(?:(?P<which>last|this|on|past)\s+)?(?P<day>" + "|".join(_WEEKDAYS) + r")\b")),
+    ("numeric", re.compile(r"(?<![\w.:/-])(?:(?P<y1>(?:19|20|21)\d\d)-(?P<m1>\d{1,2})-(?P<d1>\d{1,2})"
+                            r"|(?P<a>\d{1,2})(?P<sep>[./])(?P<b>\d{1,2})(?P=sep)(?P<y2>(?:19|20|21)\d\d))(?![\d.:/-]?\d)")),
     ("day_month", re.compile(r"\b(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH + r"(?:,?\s+" + _YEAR + r")?\b")),
     ("month_day", re.compile(r"\b" + _MONTH + r"\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?\b(?:,?\s+" + _YEAR + r")?")),
     ("month", re.compile(r"\b(?P<prep>in|during|since|of|by)?\s*" + _MONTH + r"(?:,?\s+" + _YEAR + r")?\b")),
@@ -157,6 +161,21 @@ def _calendar_day(g: dict, today: datetime, now: int):
     return day, day + timedelta(days=1)
 
 
+def _numeric(g: dict, today: datetime, now: int):
+    """2024-01-23 (ISO), 23.01.2024 (day first, the dotted form), 01/23/2024 (month first
+    unless the first number cannot be a month)."""
+    if g.get("y1"):
+        y, mth, d = int(g["y1"]), int(g["m1"]), int(g["d1"])
+    else:
+        a, b, y = int(g["a"]), int(g["b"]), int(g["y2"])
+        d, mth = (a, b) if g["sep"] == "." or a > 12 else (b, a)
+    try:
+        day = datetime(y, mth, d, tzinfo=timezone.utc)
+    except ValueError:
+        return None
+    return day, day + timedelta(days=1)
+
+
 def _month(g: dict, today: datetime, now: int):
     name = g["month"]
     if g.get("prep") is None and g.get("year") is None and name in ("may", "march", "mar", "jan", "sept", "sep",
@@ -191,5 +210,5 @@ def _word(g: dict, today: datetime, now: int):
     return now - 30 * DAY, now + 1  # recently, lately
 
 
-_WINDOWS = {"ago": _ago, "relative": _relative, "weekday": _weekday, "day_month": _calendar_day,
+_WINDOWS = {"numeric": _numeric, "ago": _ago, "relative": _relative, "weekday": _weekday, "day_month": _calendar_day,
             "month_day": _calendar_day, "month": _month, "year": _year, "word": _word}

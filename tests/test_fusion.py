@@ -40,13 +40,18 @@ def _window(text: str) -> tuple[str, str] | None:
     ("the 5th of May, 2023", ("2023-05-05", "2023-05-06")),
     ("on March 3rd", ("2026-03-03", "2026-03-04")),
     ("in 2019", ("2019-01-01", "2020-01-01")),
+    ("on 23.01.2024", ("2024-01-23", "2024-01-24")),  # dotted: day first
+    ("on 2024-01-23?", ("2024-01-23", "2024-01-24")),
+    ("on 01/23/2024", ("2024-01-23", "2024-01-24")),  # slashed: month first ...
+    ("on 23/01/2024", ("2024-01-23", "2024-01-24")),  # ... unless it cannot be a month
 ])
 def test_time_words_become_windows_relative_to_now(text: str, expected: tuple[str, str]) -> None:
     assert _window(text) == expected
 
 
 @pytest.mark.parametrize("text", ["May I ask what Ann likes?", "where does Ann live", "the year of the dragon",
-                                  "2023 was fine", "agenda"])
+                                  "2023 was fine", "agenda",
+                                  "release v1.2.2024", "at 10.30", "11/22/63", "on 31.02.2024"])
 def test_words_that_are_not_times_give_no_window(text: str) -> None:
     assert _window(text) is None
 

@@ -78,7 +78,10 @@ ONLY_VECTOR = Weights(keyword=0, speaker=0, neighbor=0, episode=0, graph=0, time
      Signals(Weights(importance=0), windows=(Window(0, 4 * DAY, "a"), Window(4 * DAY, 6 * DAY, "b"),
                                              Window(5 * DAY, 7 * DAY, "c"))),
      0.8, {"vector": (0.5, {"cosine": 0.5, "rank": None}), "time": (0.3, {"phrase": "b"})}),
-    (cand(1, created=6 * DAY, cos=0.5), Signals(Weights(importance=0), windows=(Window(0, 6 * DAY, "a"),)),
+    # ... or told within a day after it ends (TOLD_AFTER: "last night we ..."), not later
+    (cand(1, created=6 * DAY + DAY // 2, cos=0.5), Signals(Weights(importance=0), windows=(Window(0, 6 * DAY, "a"),)),
+     0.8, {"vector": (0.5, {"cosine": 0.5, "rank": None}), "time": (0.3, {"phrase": "a"})}),
+    (cand(1, created=7 * DAY, cos=0.5), Signals(Weights(importance=0), windows=(Window(0, 6 * DAY, "a"),)),
      0.5, {"vector": (0.5, {"cosine": 0.5, "rank": None})}),
     # recency: weight * 0.5 ** (age / half-life)
     (cand(1, created=NOW - 30 * DAY), Signals(Weights(recency=0.2, importance=0), now=NOW),
