@@ -62,6 +62,10 @@ class TokenCounter(Protocol):
         """Tokens of each text (one batched call: use this for many texts)."""
 
 
+CACHE_SIZE = 50_000       # texts whose WordPiece counts a process keeps (cleared whole when full),
+CACHE_TEXT_CHARS = 4_000  # each at most this long (a whole block is counted, not kept)
+
+
 class WordPieceCounter:
     """The embedded model's WordPiece tokenizer; ``tokenizer.json`` is loaded on first use."""
 
@@ -71,6 +75,7 @@ class WordPieceCounter:
         self._file = tokenizer_file
         self._tok: Any = None
         self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
 
     def _tokenizer(self) -> Any:
         if self._tok is None:
@@ -91,12 +96,23 @@ class WordPieceCounter:
         return self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        texts = list(texts)
-        if not texts:
-            return []
-        tok = self._tokenizer()
-        encode = getattr(tok, "encode_batch_fast", None) or tok.encode_batch  # fast: no offsets
-        return [len(e.ids) for e in encode(texts, add_special_tokens=False)]
+        """Counts are kept for the last ``CACHE_SIZE`` texts: an agent's next context mostly
+        renders the lines of its last one again, and WordPiece costs ~70 us a line here."""
+        uniq = list(dict.fromkeys(texts))
+        cache = self._counts
+        with self._lock:
+            known = {t: cache[t] for t in uniq if t in cache}
+        todo = [t for t in uniq if t not in known]
+        if todo:
+            tok = self._tokenizer()
+            encode = getattr(tok, "encode_batch_fast", None) or tok.encode_batch  # fast: no offsets
+            fresh = {text: len(enc.ids) for text, enc in zip(todo, encode(todo, add_special_tokens=False))}
+            known.update(fresh)
+            with self._lock:
+                if len(cache) + len(fresh) > CACHE_SIZE:
+                    cache.clear()
+                cache.update((t, n) for t, n in fresh.items() if len(t) <= CACHE_TEXT_CHARS)
+        return [known[t] for t in texts]
 
 
 # CJK ideographs (one token each, as BERT splits them) | letters | digits | any other non-space char

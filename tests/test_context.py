@@ -71,6 +71,22 @@ def test_the_default_counter_is_the_embedded_wordpiece_tokenizer_without_special
     assert counter.count("\n".join(texts)) == sum(counter.count_many(texts))
 
 
+def test_wordpiece_counts_are_kept_per_text_and_stay_exact(monkeypatch):
+    import brandmind.tokens as tokens
+
+    counter, fresh = WordPieceCounter(), WordPieceCounter()
+    texts = ["Ann lives in Lisbon.", "ok", "Ann lives in Lisbon.", "x " * 3000]
+    assert counter.count_many(texts) == fresh.count_many(texts) == [5, 1, 5, 3000]
+    asked = []
+    tok = counter._tokenizer()
+    monkeypatch.setattr(counter, "_tok", type("Spy", (), {"encode_batch_fast": lambda self, t, **kw: asked.append(
+        list(t)) or tok.encode_batch_fast(t, **kw)})())
+    assert counter.count_many(texts + ["new line"]) == [5, 1, 5, 3000, 2]
+    assert asked == [["x " * 3000, "new line"]]  # the short texts came from the cache, the long one is not kept
+    monkeypatch.setattr(tokens, "CACHE_SIZE", 3)  # full: cleared whole, counts still exact
+    assert counter.count_many(["a b", "c d e", "f"]) == [2, 3, 1] and len(counter._counts) <= 3
+
+
 def test_the_regex_fallback_is_close_to_wordpiece_and_used_when_the_model_is_missing(monkeypatch):
     rx, wp = RegexCounter(), WordPieceCounter()
     turns = [json.loads(line)["content"] for line in SAMPLE.read_text().splitlines()]
