@@ -200,7 +200,8 @@ def receive_batch(store: "Store", ops: Iterable[dict], *, now_ms: int | None = N
     "duplicates"}`` plus ``"held"`` (ops set aside) and ``"released"`` when not zero.
 
     The projection is handed the ops as this transaction stored them and the vectors just
-    made, so neither is read back from LMDB.  (Another process may redact one of them
+    made, so neither is read back from LMDB (the vectors go into the log's cache only when
+    the applying is left for later, ``apply=False``).  (Another process may redact one of them
     before the projection runs: its forget is a later op, which removes it again.)"""
     ops = [screen(op) for op in ops]  # an invalid op is stored refused (brandmind/opcheck.py)
     received = duplicates = 0
@@ -213,7 +214,7 @@ def receive_batch(store: "Store", ops: Iterable[dict], *, now_ms: int | None = N
         t.batch = True  # one scan of the log for late nodes of forgotten users, at the end
         t.fresh = {}
         counters = Counters(t)
-        for text, vec in vectors.items():
+        for text, vec in vectors.items() if not apply else ():  # applied below: handed over, not cached
             t.cache_vector(store.sql.model, text, vec)
         held = Held(t)
         released = _release(t, held, counters, now=now, max_skew_ms=max_skew, accept=accept)
