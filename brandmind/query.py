@@ -1,8 +1,8 @@
 """Recall as users ask for it: a query and its filters in, the best memories out.
 
 ``recall(store, query, ...)`` validates the request, reads time words of the query relative to
-``now``, embeds the query and asks the Searcher (brandmind/recall.py) for the best rows: of
-every scope of the user, or, with an ``agent``, that agent's own memories and the user's global
+``now``, embeds the query (as the speaker it names would say it: ``embedded_text``) and asks
+the Searcher (brandmind/recall.py) for the best rows: of every scope of the user, or, with an ``agent``, that agent's own memories and the user's global
 ones ranked apart and merged (``recall_agent_k`` + ``recall_global_k``, config 5 + 3, or ``k``
 split in that ratio, one scope filling in when the other runs short).  Only currently true
 memories, or those true ``as_of`` a date.  An explicit ``now`` is also the moment asked about:
@@ -20,7 +20,7 @@ from .clock import now_millis, parse_time
 from .errors import BMError, InvalidInput, ModelMismatch, UsageError
 from .recall import Query, Weights, searcher
 from .storage.memories import memory_out, rows_by_rowid
-from .storage.search import Filters
+from .storage.search import Filters, in_own_words
 from .timewords import find_windows
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,11 +68,12 @@ def recall(store: "Store", query: str | bytes, *, k: int | None = None, user: st
     query = validate.text(query, what="query")
     k = check_k(k)
     f = filters(store, user=user, agent=agent, types=types, since=since, until=until, now=now, as_of=as_of)
-    qvec = np.asarray(store.embedder.embed_query(query), dtype=np.float32)
+    weights = Weights.from_config(store.config)
+    qvec = np.asarray(store.embedder.embed_query(embedded_text(store, query, f.user, weights)), dtype=np.float32)
     if qvec.shape != (store.sql.dim,):
         raise ModelMismatch(f"query vector is {qvec.shape[-1]}-d, the store's are {store.sql.dim}-d",
                             hint="run `bm reindex`")
-    base = Query(query, qvec, f, k or 10, Weights.from_config(store.config),
+    base = Query(query, qvec, f, k or 10, weights,
                  tuple(find_windows(query, f.now)), f.now)
     hits = searcher(store).search(base) if f.agent is None else _scopes(store, base, k)
     rows = rows_by_rowid(store.sql, [h["rowid"] for h in hits])
@@ -85,6 +86,17 @@ def recall(store: "Store", query: str | bytes, *, k: int | None = None, user: st
             item["signals"] = h["signals"]
             out.append(item)
     return out
+
+
+def embedded_text(store: "Store", query: str, user: str, weights: Weights) -> str:
+    """What the query's vector is made of: the query as the speaker it names would say it
+    (search.in_own_words: "what does Ann like?" -> "what does I like?"), when the speaker
+    signal ranks that speaker's turns: a turn is stored as "Ann: I like ...", and the name
+    in the query pulls its vector towards every turn that says the name ("hi Ann!") rather
+    than towards what is asked about."""
+    if not weights.speaker:
+        return query
+    return in_own_words(query, store.searcher.speakers_named(query, user))
 
 
 def _scopes(store: "Store", base: Query, k: int | None) -> list[dict]:

@@ -1,6 +1,7 @@
 """Fusion recall: time words, scopes, conversation structure, the graph, explanations."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import strategies as st
 
 from brandmind.clock import parse_time
 from brandmind.memory import Memory
-from brandmind.storage.search import named_in
+from brandmind.storage.search import in_own_words, named_in
 from brandmind.timewords import find_windows
 
 from conftest import assert_error
@@ -193,6 +194,38 @@ def test_a_speaker_named_by_first_name_ranks_their_turns_first(store) -> None:
         hits = mem.recall("how many tomato plants does Ann have?", k=5)
         assert all(h["meta"]["speaker"] == "Ann Lee" for h in hits), [h["text"] for h in hits]
         assert all(h["signals"]["speaker"]["speaker"] == "Ann Lee" for h in hits)
+
+
+@pytest.mark.parametrize("query, said", [
+    ("what foods doesn't Ann like?", "what foods doesn't I like?"),
+    ("when did Ann's job start?", "when did my job start?"),
+    ("when did Akib' job start?", "when did my job start?"),
+    ("what does Aqib read?", "what does I read?"),              # the typo of a name too
+    ("do Ann and Akib both travel?", "do and both travel?"),    # several named: names dropped
+    ("what does Kate like?", "what does Kate like?"),          # not a speaker's name
+    ("Ann?", "I?"),
+])
+def test_a_query_is_embedded_in_the_named_speakers_own_words(query: str, said: str) -> None:
+    assert in_own_words(query, ["Ann Lee", "Akib"]) == said
+
+
+def test_recall_embeds_the_query_as_the_named_speaker_says_it(store) -> None:
+    import numpy as np
+
+    with Memory() as mem:
+        mem.ingest([{"role": "user", "speaker": "Ann", "content": "I really like green tea", "ts": "2026-05-01T10:00:00Z"},
+                    {"role": "user", "speaker": "Bob", "content": "good morning Ann", "ts": "2026-05-01T10:01:00Z"}])
+        hit = mem.recall("what does Ann like?", k=1)[0]
+        assert hit["text"] == "Ann: I really like green tea"
+        doc = mem.embedder.embed_documents([hit["text"]])[0]
+        want = float(np.dot(mem.embedder.embed_query("what does I like?"), doc))
+        assert hit["signals"]["vector"]["cosine"] == pytest.approx(want, abs=1e-3)
+        config = dataclasses.replace(mem.config, weight_speaker=0.0)
+    with Memory(config=config) as mem:  # without the speaker signal, the query is embedded as asked
+        hit = mem.recall("what does Ann like?", k=2)
+        asked = float(np.dot(mem.embedder.embed_query("what does Ann like?"), doc))
+        assert [h["signals"]["vector"]["cosine"] for h in hit if h["text"] == "Ann: I really like green tea"] == \
+            [pytest.approx(asked, abs=1e-3)]
 
 
 def test_graph_expansion_adds_memories_linked_through_entities(store) -> None:

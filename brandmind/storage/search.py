@@ -67,6 +67,12 @@ def named_in(text: str, names: list[str]) -> list[str]:
     """The ``names`` (speakers) a text names: the whole name as whole words, or one of its
     words (3+ letters) that no other name has, e.g. "Ann" for "Ann Lee"; a capitalised word
     of 4+ letters one letter off such a word (a typo: "Aqib" for "Akib") counts too."""
+    return list(mentions(text, names))
+
+
+def mentions(text: str, names: list[str]) -> dict[str, list[str]]:
+    """name -> the words of ``text`` (lower case) that name it, for the ``names`` it names
+    (:func:`named_in`)."""
     low = text.lower()
     words = set(re.findall(r"\w+", low))
     caps = {w.lower() for w in re.findall(r"(?<!\w)[A-Z]\w{3,}", text)}
@@ -74,15 +80,34 @@ def named_in(text: str, names: list[str]) -> list[str]:
     for name in names:
         for part in re.findall(r"\w{3,}", name.lower()):
             owners.setdefault(part, set()).add(name)
-    out = []
+    out: dict[str, list[str]] = {}
     for name in names:
         if re.search(r"(?<!\w)" + re.escape(name.lower()) + r"(?!\w)", low):
-            out.append(name)
+            out[name] = re.findall(r"\w+", name.lower())
             continue
         own = [w for w in re.findall(r"\w{3,}", name.lower()) if owners[w] == {name} and w not in STOPWORDS]
-        if any(w in words for w in own) or any(len(w) >= 4 and _one_off(w, c) for w in own for c in caps):
-            out.append(name)
+        said = [w for w in own if w in words] + [c for c in caps for w in own if len(w) >= 4 and _one_off(w, c)]
+        if said:
+            out[name] = said
     return out
+
+
+def in_own_words(text: str, names: list[str]) -> str:
+    """``text`` as the one speaker it names would say it ("what does Ann like?" -> "what
+    does I like?", "Ann's" -> "my"), their turns being their own words; with several named,
+    the text without their names.  The text itself when it names none (:func:`mentions`)."""
+    said = mentions(text, names)
+    words = {w for ws in said.values() for w in ws}
+    if not words:
+        return text
+    name = r"(?<!\w)(?:" + "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)) + ")"
+    if len(said) == 1:
+        text = re.sub(name + r"['’]s?(?!\w)", "my", text, flags=re.IGNORECASE)
+        out = re.sub(name + r"(?!\w)", "I", text, flags=re.IGNORECASE)
+    else:
+        out = re.sub(name + r"(?:['’]s?)?(?!\w)", "", text, flags=re.IGNORECASE)
+    out = re.sub(r"\s+", " ", out).strip()
+    return out if re.search(r"\w", out) else text
 
 
 def _one_off(a: str, b: str) -> bool:
