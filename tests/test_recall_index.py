@@ -214,3 +214,43 @@ def test_doctor_finds_a_recall_index_that_lost_a_memory_or_a_vector(store):
         index.cols["has_vec"][0] = 0  # as a bug would leave it
         (got,) = [c for c in mem.admin.doctor() if c["check"] == "recall index"]
         assert not got["ok"] and "3 of 4 vectors" in got["detail"] and "bm rebuild" in got["hint"]
+
+
+def test_bfloat16_rows_round_to_nearest_and_copy_between_kinds():
+    from brandmind.storage.indexfile import narrow, put_vectors, widen
+
+    v = np.random.default_rng(7).standard_normal((50, 384)).astype(np.float32)
+    b = narrow(v)
+    assert b.dtype == np.uint16 and np.all(np.abs(widen(b) - v) <= np.abs(v) * 2.0 ** -8)
+    assert widen(narrow(widen(b))).tobytes() == widen(b).tobytes()  # exact once narrowed
+    f32, bf = np.zeros((50, 384), np.float32), np.zeros((50, 384), np.uint16)
+    put_vectors(bf, slice(0, 50), v)           # float32 into a bfloat16 file
+    put_vectors(f32, slice(0, 50), bf)         # and back into a float32 one (a file shrinking)
+    assert np.array_equal(bf, b) and np.array_equal(f32, widen(b))
+
+
+def test_a_large_file_keeps_bfloat16_vectors_that_rank_like_float32(big, monkeypatch):
+    from brandmind.storage import indexfile
+
+    queries = [np.asarray(q, np.float32)
+               for q in big.embedder.embed_documents([f"topic {i} colour {i % 11}" for i in range(30)])]
+
+    def ranked():
+        ri = big.store.searcher.recall_index()
+        m = ri.mask(Filters(user="ann"))
+        return ri, [(ri.cols["rowid"][p].tolist(), s) for p, s in (ri.nearest(q, m, 10) for q in queries)]
+
+    ri, before = ranked()
+    assert ri.file.vec == indexfile.F32 and ri.cols["vec"].dtype == np.float32
+    monkeypatch.setattr(indexfile, "HALF_FROM", 0)  # every new file is "large"
+    big.admin.rebuild()
+    ri, after = ranked()
+    assert ri.file.vec == indexfile.BF16 and ri.cols["vec"].dtype == np.uint16
+    assert json.loads(bytes(ri.file.buf[16:16 + int.from_bytes(bytes(ri.file.buf[8:16]), "little")]))["vec"] == "bf16"
+    same = sum(len(set(a) & set(b)) for (a, _), (b, _) in zip(before, after))
+    assert same >= 0.97 * 300
+    assert max(float(np.abs(s1[:3] - s2[:3]).max()) for (_, s1), (_, s2) in zip(before, after)) < 2e-3
+    # a forget zeroes the bfloat16 row in the file as well
+    gone = big.recall("topic 3 colour 3", user="ann", k=1)[0]
+    big.forget(gone["id"])
+    assert gone["id"] not in {m["id"] for m in big.recall("topic 3 colour 3", user="ann", k=10)}
