@@ -27,46 +27,11 @@ COLUMNS = {"rowid": "<i8", "alive": "u1", "has_vec": "u1", "user": "<i4", "agent
            "turn": "u1", "episode": "<i8", "speaker": "<i4", "prev": "<i8", "next": "<i8"}
 
 
-HALF_FROM = 65_536  # files of this capacity or more keep their vectors as bfloat16
-F32, BF16 = "<f4", "bf16"  # how a file keeps its vectors (header "vec"; older files: F32)
-
-
-def vec_kind(cap: int) -> str:
-    """How a new file of capacity ``cap`` keeps its vectors: float32 while small (an exact
-    scan reads them all), bfloat16 from ``HALF_FROM`` rows: the top half of each float32
-    (rounded to nearest), widened back by a shift as the rescored rows are read (~0.06 ms
-    more per 1,000 rows; cosines move by at most ~4e-4, recall@10 against float32 0.998 on
-    100,000 MiniLM vectors); half the disk and the page cache of float32."""
-    return BF16 if cap >= HALF_FROM else F32
-
-
-def narrow(vectors: np.ndarray) -> np.ndarray:
-    """float32 rows as bfloat16 bits (uint16), rounded to nearest even."""
-    u = np.ascontiguousarray(vectors, np.float32).view(np.uint32)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def widen(stored: np.ndarray) -> np.ndarray:
-    """Stored vectors (float32, or bfloat16 bits) as float32."""
-    if stored.dtype == np.uint16:
-        return (stored.astype(np.uint32) << 16).view(np.float32)
-    return stored
-
-
-def put_vectors(dest: np.ndarray, rows: Any, vectors: np.ndarray) -> None:
-    """Store float32 (or already stored) ``vectors`` at ``rows`` of a file's ``vec`` array."""
-    if vectors.dtype == dest.dtype:
-        dest[rows] = vectors
-    else:
-        dest[rows] = narrow(widen(vectors)) if dest.dtype == np.uint16 else widen(vectors)
-
-
-def _layout(cap: int, dim: int, vec: str = F32) -> tuple[list[tuple[str, str, tuple, int]], int]:
+def _layout(cap: int, dim: int) -> tuple[list[tuple[str, str, tuple, int]], int]:
     """(name, dtype, shape, offset) of every array in a file of capacity ``cap``, and its size."""
     words = (CODE_BITS * dim + 63) // 64
     specs = [(name, dt, (cap,)) for name, dt in COLUMNS.items()]
-    specs += [("code", "<u8", (words, cap)), ("vec", "<u2" if vec == BF16 else F32, (cap, dim)),
-              ("rot", "<f4", (dim, CODE_BITS * dim))]
+    specs += [("code", "<u8", (words, cap)), ("vec", "<f4", (cap, dim)), ("rot", "<f4", (dim, CODE_BITS * dim))]
     out, pos = [], ALIGN
     for name, dt, shape in specs:
         out.append((name, dt, shape, pos))
@@ -75,8 +40,8 @@ def _layout(cap: int, dim: int, vec: str = F32) -> tuple[list[tuple[str, str, tu
     return out, pos
 
 
-def _views(buf: Any, cap: int, dim: int, vec: str = F32) -> dict[str, np.ndarray]:
-    specs, _ = _layout(cap, dim, vec)
+def _views(buf: Any, cap: int, dim: int) -> dict[str, np.ndarray]:
+    specs, _ = _layout(cap, dim)
     return {name: np.frombuffer(buf, dt, int(np.prod(shape)), off).reshape(shape)
             for name, dt, shape, off in specs}
 
@@ -119,18 +84,14 @@ class IndexFile:
         self.buf, self.header = buf, header
         self.shared = False  # a writable shared mapping of a new file (``create``)
         self.cap, self.dim = int(header["capacity"]), int(header["dim"])
-        self.vec = str(header.get("vec", F32))  # older files: float32
-        self.cols = _views(buf, self.cap, self.dim, self.vec)
+        self.cols = _views(buf, self.cap, self.dim)
 
     @classmethod
     def open(cls, path: Path) -> "IndexFile":
         with open(path, "rb") as fh:
             buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
         header = _header(buf)
-        if str(header.get("vec", F32)) not in (F32, BF16):
-            raise ValueError("unreadable recall index")
-        end = _layout(header["capacity"], header["dim"], str(header.get("vec", F32)))[1] \
-            + int(header.get("dicts_bytes", 0))
+        end = _layout(header["capacity"], header["dim"])[1] + int(header.get("dicts_bytes", 0))
         if header.get("version") != VERSION or len(buf) < end:
             raise ValueError("unreadable recall index")
         return cls(buf, header)
@@ -139,8 +100,7 @@ class IndexFile:
     def create(cls, path: Path | None, cap: int, dim: int) -> tuple["IndexFile", Any]:
         """A new, empty, writable index of capacity ``cap``; with ``path``, a file there
         (returned open: ``finish`` writes the header and renames it into place)."""
-        vec = vec_kind(cap)
-        size = _layout(cap, dim, vec)[1]
+        size = _layout(cap, dim)[1]
         fh = None
         if path is not None:
             fh = open(path, "w+b")
@@ -148,7 +108,7 @@ class IndexFile:
             buf = mmap.mmap(fh.fileno(), size)
         else:
             buf = mmap.mmap(-1, size)
-        f = cls(buf, {"version": VERSION, "capacity": cap, "dim": dim, "vec": vec})
+        f = cls(buf, {"version": VERSION, "capacity": cap, "dim": dim})
         f.shared = fh is not None
         return f, fh
 
@@ -162,7 +122,7 @@ class IndexFile:
     def finish(self, fh: Any, header: dict, final: Path | None) -> None:
         """Write the header (and, in a file, the dictionaries after the arrays), sync, and
         rename the file into place."""
-        header = {**header, "version": VERSION, "capacity": self.cap, "dim": self.dim, "vec": self.vec}
+        header = {**header, "version": VERSION, "capacity": self.cap, "dim": self.dim}
         tail = json.dumps(header.pop("dicts", {}), separators=(",", ":")).encode()
         header["dicts_bytes"] = len(tail)
         raw = json.dumps(header, separators=(",", ":")).encode()
@@ -172,13 +132,13 @@ class IndexFile:
         self.header = header
         if fh is not None:
             self.buf.flush()
-            fh.seek(_layout(self.cap, self.dim, self.vec)[1])
+            fh.seek(_layout(self.cap, self.dim)[1])
             fh.write(tail)
             fh.flush()
             os.fsync(fh.fileno())
             # from now on this process's changes stay its own (copy-on-write), like a reader's
             self.buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
-            self.cols = _views(self.buf, self.cap, self.dim, self.vec)
+            self.cols = _views(self.buf, self.cap, self.dim)
             self.shared = False
             if final is not None:
                 os.replace(fh.name, final)
@@ -186,7 +146,7 @@ class IndexFile:
 
     def dicts(self) -> dict[str, list]:
         """The dictionaries stored after the arrays (a file's; empty for memory)."""
-        start = _layout(self.cap, self.dim, self.vec)[1]
+        start = _layout(self.cap, self.dim)[1]
         size = int(self.header.get("dicts_bytes", 0))
         return json.loads(bytes(self.buf[start:start + size])) if size else {}
 
@@ -221,7 +181,7 @@ def scrub(path: Path, rowids: list[int]) -> int:
         buf = mmap.mmap(fh.fileno(), 0)
         try:
             header = _header(buf)
-            cols = _views(buf, int(header["capacity"]), int(header["dim"]), str(header.get("vec", F32)))
+            cols = _views(buf, int(header["capacity"]), int(header["dim"]))
             have = cols["rowid"][:int(header["count"])]
             want = np.asarray(sorted(rowids), np.int64)
             pos = np.minimum(np.searchsorted(have, want), max(len(have) - 1, 0))
@@ -248,7 +208,7 @@ def scrub_names(path: Path) -> None:
         with open(path, "r+b") as fh:
             head = fh.read(ALIGN)
             header = _header(head)
-            fh.seek(_layout(int(header["capacity"]), int(header["dim"]), str(header.get("vec", F32)))[1])
+            fh.seek(_layout(int(header["capacity"]), int(header["dim"]))[1])
             fh.write(b"\0" * int(header.get("dicts_bytes", 0)))
             fh.flush()
             os.fsync(fh.fileno())

@@ -8,9 +8,8 @@ file is rewritten):
 * ``code``: the signs of the vector times the file's random rotation (``rot``, 2 bits a
   dimension: storage/indexfile.py ``rotation``), column-major (one uint64 column per 64
   bits): the first pass of a vector search is a Hamming scan, ~10x cheaper per row than a
-  float32 dot product; the nearest codes are then rescored with ``vec``;
-* ``vec``: the vector (read only for the rows rescored): float32 in a file of under 65,536
-  rows, bfloat16 from there (storage/indexfile.py ``vec_kind``: half the disk);
+  float32 dot product; the nearest codes are then rescored exactly with ``vec``;
+* ``vec``: the float32 vector (read only for the rows rescored);
 * the filter and ranking columns: user, agent, type (codes into small dictionaries),
   created_at, valid_from / valid_to / retired_at (bi-temporal validity), importance,
   whether the memory is a conversation turn, its episode (a 64-bit key) and speaker, and
@@ -40,8 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..clock import now_millis
-from .indexfile import (COLUMNS, IndexFile, hamming, put_vectors, remove_abandoned, rotation, scrub, signs, smallest,
-                        widen)
+from .indexfile import COLUMNS, IndexFile, hamming, remove_abandoned, rotation, scrub, signs, smallest
 from .recallsql import (ReadSnapshot, all_rows, all_vectors, changed_rowids, epoch, episode_key, last_change,
                         memory_total, neighbours_of, rows_after, rows_of, turn_order, vectors_of)
 
@@ -204,7 +202,7 @@ class RecallIndex:
             for name in COLUMNS:
                 f.cols[name][dst] = old[name][part]
             f.cols["code"][:, dst] = old["code"][:, part]
-            put_vectors(f.cols["vec"], dst, old["vec"][part])
+            f.cols["vec"][dst] = old["vec"][part]
             f.release()
         f.cols["rot"][:] = old["rot"]
         return f, fh, m
@@ -270,7 +268,7 @@ class RecallIndex:
         dim = cols["vec"].shape[1]
         vecs = np.frombuffer(b"".join(b for _, b in items), np.float32).reshape(len(items), dim)[ok]
         pos = pos[ok]
-        put_vectors(cols["vec"], pos, vecs)
+        cols["vec"][pos] = vecs
         cols["code"][:, pos] = signs(vecs, cols["rot"])
         cols["has_vec"][pos] = 1
 
@@ -502,13 +500,13 @@ class RecallIndex:
             first = smallest(dist, min(count, FIRST_KEEP * rescore))
             dist = dist[first] + hamming(code[half:, first], qcode[half:], len(first))
             idx = first[np.sort(np.argpartition(dist, rescore - 1)[:rescore])]
-            sims = np.einsum("ij,j->i", widen(cols["vec"][idx]), q)
+            sims = np.einsum("ij,j->i", cols["vec"][idx], q)
         elif count == n:
             idx = np.arange(n)
-            sims = np.einsum("ij,j->i", widen(cols["vec"][:n]), q)
+            sims = np.einsum("ij,j->i", cols["vec"][:n], q)
         else:
             idx = np.flatnonzero(ok)
-            sims = np.einsum("ij,j->i", widen(cols["vec"][idx]), q)
+            sims = np.einsum("ij,j->i", cols["vec"][idx], q)
         k = min(k, len(idx))
         top = np.argpartition(-sims, k - 1)[:k]
         top = top[np.lexsort((idx[top], -sims[top]))]
@@ -518,5 +516,5 @@ class RecallIndex:
         """Cosines of the rows at ``pos`` (0 for those without a vector yet)."""
         if not len(pos):
             return np.zeros(0, np.float32)
-        sims = np.einsum("ij,j->i", widen(self.cols["vec"][pos]), q)
+        sims = np.einsum("ij,j->i", self.cols["vec"][pos], q)
         return np.where(self.cols["has_vec"][pos] == 1, sims, 0.0).astype(np.float32)
