@@ -47,6 +47,7 @@ DEFAULTS: dict[str, Any] = {
     "weight_episode": 0.5,
     "weight_graph": 0.3,
     "weight_time": 0.3,
+    "weight_dated": 0.1,
     "weight_recency": 0.0,
     "weight_importance": 0.1,
     "recency_half_life_days": 30.0,
@@ -144,6 +145,7 @@ class Config:
     weight_episode: float = DEFAULTS["weight_episode"]
     weight_graph: float = DEFAULTS["weight_graph"]
     weight_time: float = DEFAULTS["weight_time"]
+    weight_dated: float = DEFAULTS["weight_dated"]
     weight_recency: float = DEFAULTS["weight_recency"]
     weight_importance: float = DEFAULTS["weight_importance"]
     recency_half_life_days: float = DEFAULTS["recency_half_life_days"]

@@ -23,6 +23,7 @@ Every candidate then gets one score (weights from config, ``weight_*`` keys)::
               + graph bonus (graph * seed base * edge weights, halved for 2 hops)
     context = base + neighbor * max(base of the turns before and after)
     score   = context + episode * max(context in the same episode)
+              + dated * [the query asks when, the text says when: among the best DATED_POOL]
 
 (a memory outside any conversation is its own neighbour and episode, so facts and turns
 compete on the same scale).  The pool is ranked, deduplicated by text, and only then cut
@@ -45,6 +46,7 @@ from .scoring import Pool, Signals, Weights
 from .storage import graph as kg
 from .storage import search
 from .storage.recallindex import RecallIndex
+from .timewords import asks_when
 from .storage.search import STOPWORDS, Filters, SearchIndex, keyword_query, query_words
 
 # (re-exported: the lookups and filters are in storage/search.py, the scorer in scoring.py)
@@ -133,7 +135,7 @@ class Searcher:
         code = ri.codes["speaker"].get(speakers[0]) if len(speakers) == 1 else None
         return p, pos, Signals(w, best_bm=float(kscore.max()) if len(kscore) else 0.0, speaker=code,
                                speaker_name=speakers[0] if code is not None else "",
-                               windows=q.windows, now=q.now)
+                               windows=q.windows, now=q.now, asks_when=asks_when(q.text))
 
     # -- structural candidates ----------------------------------------------------------------
     def _neighbours(self, p: Pool, pos: np.ndarray, ri: RecallIndex, m: np.ndarray, s: Signals,

@@ -9,6 +9,7 @@ recall.py's docstring::
               + graph bonus (graph * seed base * path strength * 0.5 ** hops)
     context = base + neighbor * max(base of the turns before and after)
     score   = context + episode * max(context in the same episode)
+              + dated * [the query asks when, the text says when: among the best DATED_POOL]
 
 To add a recall signal: a weight in :class:`Weights` (config ``weight_<name>``), its
 contribution in :func:`base_scores` (or a stage after it, like the graph bonus), the
@@ -22,12 +23,15 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .timewords import says_when
+
 _SPACE = re.compile(r"\s+")
 DAY_MS = 86_400_000
 NO_TIME = np.iinfo(np.int64).min  # valid_from unknown
 # a time window also takes what was said within this long after it ends: the events of a day
 # are told that evening or the next day ("last night we ..."), so their turns are dated after it
 TOLD_AFTER = DAY_MS
+DATED_POOL = 30  # a "when" question: the best entries checked for a statement of when
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class Weights:
     episode: float = 0.5
     graph: float = 0.3
     time: float = 0.3
+    dated: float = 0.1
     recency: float = 0.0
     importance: float = 0.1
     half_life_days: float = 30.0
@@ -48,7 +53,8 @@ class Weights:
     @classmethod
     def from_config(cls, config: Any) -> "Weights":
         values = {f: getattr(config, f"weight_{f}") for f in
-                  ("vector", "keyword", "speaker", "neighbor", "episode", "graph", "time", "recency", "importance")
+                  ("vector", "keyword", "speaker", "neighbor", "episode", "graph", "time", "recency", "importance",
+                   "dated")
                   if hasattr(config, f"weight_{f}")}
         if hasattr(config, "recency_half_life_days"):
             values["half_life_days"] = config.recency_half_life_days
@@ -67,6 +73,7 @@ class Signals:
     speaker_name: str = ""
     windows: tuple = ()
     now: int = 0
+    asks_when: bool = False
 
 
 # the columns of a pool, in order: name -> dtype
@@ -188,13 +195,23 @@ def rank(p: Pool, s: Signals, k: int, texts: Callable[[list[int]], dict[int, str
     np.maximum.at(best_in, group, context)
     episode = w.episode * best_in[group]
     score = context + episode
+    read: dict[int, str] = {}
+
+    def text_of(rowids: list[int]) -> dict[int, str]:
+        want = [r for r in rowids if r not in read]
+        if want:
+            read.update(texts(want))
+        return read
+
+    dated = said_when(p, score, s, k, text_of)
+    score = score + dated
     order = np.lexsort((c["rowid"], -score))
     out: list[dict] = []
     seen: set[str] = set()
     step = max(2 * k, 16)
     for i in range(0, len(order), step):
         chunk = order[i:i + step]
-        text = texts(c["rowid"][chunk].tolist())
+        text = text_of(c["rowid"][chunk].tolist())
         for j in chunk:
             rowid = int(c["rowid"][j])
             norm = _SPACE.sub(" ", text.get(rowid, "").strip().lower())
@@ -202,13 +219,30 @@ def rank(p: Pool, s: Signals, k: int, texts: Callable[[list[int]], dict[int, str
                 continue
             seen.add(norm)
             out.append({"rowid": rowid, "score": float(score[j]),
-                        "signals": shown(_signals(p, s, int(j), float(neighbor[j]), float(episode[j])))})
+                        "signals": shown(_signals(p, s, int(j), float(neighbor[j]), float(episode[j]),
+                                                  float(dated[j])))})
             if len(out) >= k:
                 return out
     return out
 
 
-def _signals(p: Pool, s: Signals, i: int, neighbor: float, episode: float) -> dict[str, tuple[float, dict]]:
+def said_when(p: Pool, score: np.ndarray, s: Signals, k: int,
+              texts: Callable[[list[int]], dict[int, str]]) -> np.ndarray:
+    """The ``dated`` bonus of each entry: when the query asks when something happened, the
+    best ``max(DATED_POOL, 2 k)`` entries whose text says when (timewords.says_when: the
+    answer to a "when" is a turn that dates what it tells) gain ``weight_dated``."""
+    out = np.zeros(len(p))
+    if not s.asks_when or not s.weights.dated:
+        return out
+    top = np.lexsort((p.cols["rowid"], -score))[:max(DATED_POOL, 2 * k)]
+    rowids = p.cols["rowid"][top].tolist()
+    text = texts(rowids)
+    out[top[[says_when(text.get(r, "")) for r in rowids]]] = s.weights.dated
+    return out
+
+
+def _signals(p: Pool, s: Signals, i: int, neighbor: float, episode: float,
+             dated: float = 0.0) -> dict[str, tuple[float, dict]]:
     """Entry ``i``'s contribution and details per signal (as recall results show them)."""
     c = p.cols
     detail = {"vector": lambda: {"cosine": float(c["cos"][i]), "rank": int(c["vec_rank"][i]) or None},
@@ -225,6 +259,8 @@ def _signals(p: Pool, s: Signals, i: int, neighbor: float, episode: float) -> di
         out["neighbor"] = (neighbor, {})
     if episode:
         out["episode"] = (episode, {})
+    if dated:
+        out["dated"] = (dated, {})
     return out
 
 

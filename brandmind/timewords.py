@@ -55,6 +55,37 @@ _PATTERNS = [
 ]
 
 
+# a statement of when: a day or period said outright or relative to the time of speaking
+_WHEN_WORDS = frozenset({"yesterday", "today", "tonight", "tomorrow", "ago", "recently", "lately", "weekend",
+                         *_WEEKDAYS, *(n for n in _MONTHS if len(n) > 3)})
+_RELATIVE = frozenset({"last", "next", "past", "coming", "previous", "this"})
+_UNITS = frozenset({"week", "month", "year", "night", "morning", "evening", "summer", "winter", "spring", "fall",
+                    "autumn"})
+_WORDS = re.compile(r"[a-z0-9]+")
+_DIGIT = re.compile(r"\d")
+_NUMERIC_DATE = re.compile(r"\b\d{1,2}[./-]\d{1,2}[./-]\d{2,4}\b")
+_DATED_NUMBER = re.compile(r"^(?:(?:19|20)\d\d|\d{1,2}(?:st|nd|rd|th))$")
+_ASKS_WHEN = re.compile(r"\bwhen\b|\bwhat\s+(?:date|day|time|year|month|week)\b|\bhow\s+long\s+ago\b"
+                        r"|\bwhich\s+(?:date|day|year|month|week)\b", re.IGNORECASE)
+
+
+def asks_when(text: str) -> bool:
+    """Whether a question asks when something happened ("when did ...", "what date ...",
+    "how long ago ...")."""
+    return bool(_ASKS_WHEN.search(text))
+
+
+def says_when(text: str) -> bool:
+    """Whether a text says when something happened: a time word ("yesterday", "two days
+    ago", "on Friday", "last week": a relative word and a unit anywhere in it), a month
+    name, a year, an ordinal day or a numeric date."""
+    low = text.lower()
+    words = set(_WORDS.findall(low))
+    if words & _WHEN_WORDS or (words & _RELATIVE and words & _UNITS):
+        return True
+    return bool(_DIGIT.search(low)) and (any(_DATED_NUMBER.match(w) for w in words) or bool(_NUMERIC_DATE.search(low)))
+
+
 @dataclass(frozen=True)
 class Window:
     start: int   # epoch ms, inclusive

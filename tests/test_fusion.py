@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from brandmind.clock import parse_time
 from brandmind.memory import Memory
 from brandmind.storage.search import in_own_words, named_in
-from brandmind.timewords import find_windows
+from brandmind.timewords import asks_when, find_windows, says_when
 
 from conftest import assert_error
 
@@ -55,6 +55,24 @@ def test_time_words_become_windows_relative_to_now(text: str, expected: tuple[st
                                   "release v1.2.2024", "at 10.30", "11/22/63", "on 31.02.2024"])
 def test_words_that_are_not_times_give_no_window(text: str) -> None:
     assert _window(text) is None
+
+
+@pytest.mark.parametrize("text, says", [
+    ("we went yesterday", True), ("two days ago", True), ("see you on Friday!", True), ("last week was fun", True),
+    ("that summer, last year", True), ("back in December", True), ("it was 2022", True), ("the 5th", True),
+    ("on 12.03.2023", True), ("I may go", False), ("this is great", False), ("I have 12 cats", False),
+    ("I love tea", False),
+])
+def test_a_text_says_when(text: str, says: bool) -> None:
+    assert says_when(text) is says
+
+
+@pytest.mark.parametrize("text, asks", [
+    ("When did Ann move?", True), ("what date was the party", True), ("How long ago was it?", True),
+    ("Which year did Bob start?", True), ("What did Ann cook?", False), ("How long is the trail?", False),
+])
+def test_a_question_asks_when(text: str, asks: bool) -> None:
+    assert asks_when(text) is asks
 
 
 def _seed_days(mem: Memory) -> dict[str, str]:

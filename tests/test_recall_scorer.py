@@ -187,3 +187,25 @@ def test_weights_come_from_config():
 
     w = Weights.from_config(Config())
     assert (w.vector, w.graph, w.half_life_days, w.keyword) == (0.7, 0.0, 7.0, Weights().keyword)
+
+
+def test_a_when_question_lifts_the_best_entries_that_say_when():
+    p = pool(cand(1, base=1.0), cand(2, base=0.95), cand(3, base=0.92), cand(4, base=0.91))
+    texts = texts_from(m1="Ann: I like tea", m2="Bob: we met yesterday", m3="Cid: back in May 2023",
+                       m4="Dan: the 12th was fun")
+    w = Weights(neighbor=0, episode=0)
+    got = scoring.rank(p, Signals(w, asks_when=True), 4, texts)
+    assert [g["rowid"] for g in got] == [2, 3, 4, 1]
+    assert got[0]["signals"]["dated"] == {"score": w.dated} and "dated" not in got[3]["signals"]
+    assert math.isclose(got[0]["score"], 0.95 + w.dated)
+    # not asked when, or the weight off: the order of the base scores
+    for s in (Signals(w), Signals(replace(w, dated=0), asks_when=True)):
+        assert [g["rowid"] for g in scoring.rank(p, s, 4, texts)] == [1, 2, 3, 4]
+
+
+def test_only_the_best_entries_are_checked_for_a_statement_of_when():
+    n = scoring.DATED_POOL + 5
+    p = pool(*[cand(r, base=1.0 - r / 1000) for r in range(1, n + 1)])
+    texts = texts_from(**{f"m{n}": "we met yesterday", f"m{scoring.DATED_POOL}": "we met on Friday"})
+    got = [g["rowid"] for g in scoring.rank(p, Signals(Weights(neighbor=0, episode=0), asks_when=True), 5, texts)]
+    assert got == [scoring.DATED_POOL, 1, 2, 3, 4]  # the last one, lifted, would be second
