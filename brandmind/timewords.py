@@ -19,6 +19,10 @@ Understood (case-insensitive; numbers as digits or words up to twelve):
   without a year, the most recent such month (or day) not after ``now``
 * ``in|during|since <year>`` (1900-2199); ``since`` opens the window up to ``now``
 * ``recently``, ``lately``: the last 30 days
+* a date's window moved by the words before it: ``the week|month before|after <date>``,
+  ``N days before|after <date>``, ``the <weekday> before|after <date>``, ``the weekend
+  before|after|of <date>``, ``shortly|just before <date>`` (the day before), and
+  ``between <date> and <date>`` (one window; the first date takes the second one's year)
 """
 from __future__ import annotations
 
@@ -111,23 +115,80 @@ def _month_window(year: int, month: int) -> tuple[datetime, datetime]:
 
 
 def find_windows(text: str, now: int) -> list[Window]:
-    """Every time window the text names, in the order found (overlapping matches skipped)."""
+    """Every time window the text names, in the order found (overlapping matches skipped),
+    a date's window moved by the words before it (:func:`_relative_to_dates`)."""
     low = text.lower()
     today = _day_start(datetime.fromtimestamp(now / 1000, timezone.utc))
-    taken: list[tuple[int, int]] = []
-    out: list[Window] = []
+    found: list[tuple[int, int, int, int]] = []  # match start, end, window start, end (ms)
     for kind, pattern in _PATTERNS:
         for m in pattern.finditer(low):
-            if any(m.start() < b and a < m.end() for a, b in taken):
+            if any(m.start() < b and a < m.end() for a, b, _, _ in found):
                 continue
             win = _window(kind, m, today, now)
             if win is None:
                 continue
-            taken.append((m.start(), m.end()))
-            out.append(Window(_ms(win[0]) if isinstance(win[0], datetime) else win[0],
-                              _ms(win[1]) if isinstance(win[1], datetime) else win[1],
-                              text[m.start():m.end()].strip()))
+            found.append((m.start(), m.end(), _ms(win[0]) if isinstance(win[0], datetime) else win[0],
+                          _ms(win[1]) if isinstance(win[1], datetime) else win[1]))
+    return [Window(ws, we, text[a:b].strip()) for a, b, ws, we in _relative_to_dates(low, found)]
+
+
+# words before a date that move its window: "the week before", "two days after", "the Friday
+# before", "shortly before", "the weekend of"; and "between <date> and <date>"
+_BEFORE_DATE = re.compile(
+    r"(?:(?:the|on|in|during)\s+)*(?:(?P<n>\d{1,2}|a|one|two|three|four|five|six|seven|a couple of|a few)\s+)?"
+    r"(?:(?P<unit>day|week|weekend|month)s?|(?P<day>" + "|".join(_WEEKDAYS) + r")|(?P<near>shortly|just|right))"
+    r"\s+(?P<dir>before|after|of|prior to)\s+(?:the\s+)?$")
+_BETWEEN = re.compile(r"\bbetween\s+(?:the\s+)?$")
+
+
+def _relative_to_dates(low: str, found: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
+    """``found`` (match start, end, window start, end) with each date's window moved by the
+    words just before it (``_BEFORE_DATE``; a window those words also matched, such as the
+    weekday of "the Friday before", is dropped), and "between A and B" made one window."""
+    found = sorted(found)
+    out: list[tuple[int, int, int, int]] = []
+    for a, b, ws, we in found:
+        if out and _BETWEEN.search(low[:out[-1][0]]) and re.fullmatch(r"\s+and\s+", low[out[-1][1]:a]):
+            out[-1] = (out[-1][0], b, _year_before(out[-1][2], we), we)
+            continue
+        m = _BEFORE_DATE.search(low[:a]) if we - ws <= DAY else None
+        if m is None:
+            out.append((a, b, ws, we))
+            continue
+        while out and out[-1][1] > m.start():  # the weekday of "the Friday before" is part of this date
+            out.pop()
+        out.append((m.start(), b, *_moved(m.groupdict(), ws, we)))
     return out
+
+
+def _year_before(start: int, end: int) -> int:
+    """``start`` moved back by whole years until it is before ``end`` ("between August 11 and
+    August 15 2023": the first date takes the second one's year)."""
+    day = datetime.fromtimestamp(start / 1000, timezone.utc)
+    while _ms(day) >= end and day.year > 1900:
+        day = day.replace(year=day.year - 1, day=min(day.day, 28) if day.month == 2 else day.day)
+    return _ms(day)
+
+
+def _moved(g: dict, ws: int, we: int) -> tuple[int, int]:
+    """The window ``g`` (a ``_BEFORE_DATE`` match) makes of the day ``[ws, we)``."""
+    n = int(g["n"]) if g["n"] and g["n"].isdigit() else _NUMBERS.get(g["n"] or "", 1)
+    if g["day"]:  # the Friday before (after) the date
+        wd = datetime.fromtimestamp(ws / 1000, timezone.utc).weekday()
+        back = (wd - _WEEKDAYS[g["day"]]) % 7 or 7
+        start = ws - back * DAY if g["dir"] != "after" else ws + ((_WEEKDAYS[g["day"]] - wd) % 7 or 7) * DAY
+        return start, start + DAY
+    if g["near"]:
+        return (ws - DAY, ws) if g["dir"] != "after" else (we, we + DAY)
+    if g["unit"] == "weekend":  # the Saturday and Sunday before, after, or of the date's week
+        wd = datetime.fromtimestamp(ws / 1000, timezone.utc).weekday()
+        sat = ws + (5 - wd) * DAY
+        sat += {"of": 0, "after": 7 * DAY if wd >= 5 else 0}.get(g["dir"], -7 * DAY)
+        return sat, sat + 2 * DAY
+    span = int(n * {"day": 1, "week": 7, "month": 30.44}[g["unit"]] * DAY)
+    if g["dir"] == "of":  # the week (month) around the date
+        return ws - span // 2, we + span // 2
+    return (ws - span, ws) if g["dir"] != "after" else (we, we + span)
 
 
 def _window(kind: str, m: re.Match, today: datetime, now: int):

@@ -45,6 +45,14 @@ def _window(text: str) -> tuple[str, str] | None:
     ("on 2024-01-23?", ("2024-01-23", "2024-01-24")),
     ("on 01/23/2024", ("2024-01-23", "2024-01-24")),  # slashed: month first ...
     ("on 23/01/2024", ("2024-01-23", "2024-01-24")),  # ... unless it cannot be a month
+    # words before a date move its window
+    ("in the week before 16 November 2023", ("2023-11-09", "2023-11-16")),
+    ("on the Friday before 10.01.2024", ("2024-01-05", "2024-01-06")),
+    ("shortly before 7 Jan 2024", ("2024-01-06", "2024-01-07")),
+    ("two days after 3 Jan 2024", ("2024-01-04", "2024-01-06")),
+    ("the weekend before 10.01.2024", ("2024-01-06", "2024-01-08")),
+    ("the weekend before 7 Jan 2024", ("2023-12-30", "2024-01-01")),  # a Sunday: the weekend before it
+    ("between August 11 and August 15 2023", ("2023-08-11", "2023-08-16")),
 ])
 def test_time_words_become_windows_relative_to_now(text: str, expected: tuple[str, str]) -> None:
     assert _window(text) == expected
