@@ -582,6 +582,11 @@ def bench_scale(home: Path, docs: str, cache_dir: Path, questions: list[str], n:
             floor.append((t4 - t2) * 1000)
             embed.append((t3 - t2) * 1000)
             qvecs.append(v)
+        ctx = []  # what an agent asks each turn: the block for the prompt (recall k grows with the budget)
+        for q in questions[1:n + 1]:
+            t1 = time.perf_counter()
+            mem.context(q, budget=CONTEXT_BUDGET)
+            ctx.append((time.perf_counter() - t1) * 1000)
         rss_after = _rss_mb()
         vec_recall = vector_recall_at(mem, rowids, mat, qvecs, 10)
         disk_sql = sqlite_tables(mem)
@@ -590,6 +595,7 @@ def bench_scale(home: Path, docs: str, cache_dir: Path, questions: list[str], n:
     return {"memories": count, "docs": docs, "queries": len(lat), "k": k, "open_ms": open_s * 1000,
             "first_query_ms": first * 1000, "first_total_ms": (open_s + first) * 1000, "second_query_ms": lat[0],
             "latency_ms": stats(lat), "floor_ms": stats(floor), "embed_query_ms": stats(embed),
+            "context_ms": stats(ctx), "context_budget": CONTEXT_BUDGET,
             "p95_ratio": pct(lat, 95) / pct(floor, 95), "p50_ratio": statistics.median(lat) / statistics.median(floor),
             "floor_load_s": floor_load, "vector_recall_at_10": vec_recall,
             "process_rss_mb": rss_after, "rss_before_mb": rss0, "disk": {**disk_usage(home), "sqlite_tables": disk_sql}}
@@ -948,6 +954,7 @@ def report_rows(r: dict, sizes: dict) -> list[tuple]:
 # (p95 target ms, floor ratio target, first query target s) by store size: issue 15's targets
 RECALL_TARGETS = {100_000: (10.0, 1.0, None), 1_000_000: (50.0, None, 1.0)}
 DISK_TARGET_GB, BUILD_RSS_TARGET_MB = {1_000_000: 2.0}, {1_000_000: 1536}
+CONTEXT_BUDGET, CONTEXT_TARGETS = 2000, {100_000: 25.0}  # issue 16: `bm context` p95 at 100,000 memories
 
 
 def recall_rows(size: int, rc: dict) -> list[tuple]:
@@ -965,6 +972,10 @@ def recall_rows(size: int, rc: dict) -> list[tuple]:
          "", None),
         (f"  {size:,}: recall / floor", f"p95 {rc['p95_ratio']:.2f}x, p50 {rc['p50_ratio']:.2f}x",
          f"p95 <= {ratio_t:.1f}x" if ratio_t else "", rc["p95_ratio"] <= ratio_t if ratio_t else None),
+        (f"  {size:,}: `Memory.context` at {rc['context_budget']:,} tokens, same questions",
+         f"p50 {rc['context_ms']['median']:.1f} ms, p95 {rc['context_ms']['p95']:.1f} ms",
+         f"p95 <= {CONTEXT_TARGETS[size]:.0f} ms" if size in CONTEXT_TARGETS else "",
+         rc["context_ms"]["p95"] <= CONTEXT_TARGETS[size] if size in CONTEXT_TARGETS else None),
         (f"  {size:,}: recall@10 of `vector_candidates` vs the exact scan", f"{rc['vector_recall_at_10']:.3f}", ">= 0.99",
          rc["vector_recall_at_10"] >= 0.99),
         (f"  {size:,}: first query in a fresh process (open + recall, loads the model) / second query",
