@@ -368,7 +368,7 @@ def _memory_items(memories: list[dict], beads: list[_Item], top: int, format: st
         if score is not None:
             obj["score"] = score
         seen[text] = item = _Item("memories", m["id"], rank, value, obj, tier=tier,
-                                  group=date if format == "text" else "", when=m.get("ts") or "")
+                                  group=(date or "undated") if format == "text" else "", when=m.get("ts") or "")
         out.append(item)
     return out
 
