@@ -262,18 +262,17 @@ def _choose(items: list[_Item], header_cost: dict[str, int], group_cost: dict[st
             counter: TokenCounter, format: str) -> tuple[list[_Item], list[str]]:
     """The candidates that go in, and the keys of those cut to fit (see the module docstring)."""
     rank = {id(it): i for i, it in enumerate(items)}
+    # within a tier, by value (recall's order for memories): a line per token greedy would
+    # favour short weak lines over the long one that answers (measured: scripts/bench_context.py)
+    order = sorted(items, key=lambda it: (it.tier, -it.value, rank[id(it)]))
     # the first candidate by priority never goes missing for being too long: cut to fit
-    lead = min(items, key=lambda it: (it.tier, -it.value, rank[id(it)]), default=None)
     truncated = []
-    if lead is not None:
+    if order:
+        lead = order[0]
         room = limit - header_cost[lead.section] - group_cost.get(lead.group, 0)
         if lead.tokens > room and _truncate(lead, room, counter, format):
             truncated.append(lead.key)
-    # within a tier, by value (recall's order for memories): a line per token greedy would
-    # favour short weak lines over the long one that answers (measured: scripts/bench_context.py)
-    chosen = _fill(sorted(items, key=lambda it: (it.tier, -it.value, rank[id(it)])), header_cost, group_cost,
-                   limit)
-    return chosen, truncated
+    return _fill(order, header_cost, group_cost, limit), truncated
 
 
 def _fit(chosen: list[_Item], format: str, counter: TokenCounter, limit: int,

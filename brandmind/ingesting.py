@@ -105,10 +105,9 @@ def store_batch(store: "Store", batch: list[dict], user: str, report: dict) -> N
         body = msg["content"][:limit]
         texts.append(f"{msg['speaker']}: {body}" if msg["speaker"] else body)
     if store.deferring:  # the backlog embeds later; the texts said before have a vector now
-        vecs, known = None, store.log.cached_vectors(store.sql.model, texts)
+        known = store.log.cached_vectors(store.sql.model, texts)
     else:
-        vecs = store.embed_docs(texts)
-        known = {text: vec.tobytes() for text, vec in zip(texts, vecs)}
+        known = {text: vec.tobytes() for text, vec in zip(texts, store.embed_docs(texts))}
     now = now_millis()
     episodes: dict[str, tuple[int, str]] = {}
     stored = 0

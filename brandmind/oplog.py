@@ -247,12 +247,7 @@ class OpLog:
 
     def drop_blobs(self, digests: Iterable[str]) -> None:
         """Delete the blob files of forgotten beads that no bead here holds any more."""
-        doomed = set(digests)
-        with self.read() as txn:
-            for _, raw in txn.cursor(db=self.db["beads"]):
-                raw = plain(raw)
-                if b'"blob"' in raw:
-                    doomed.discard(loads(raw).get("blob"))
+        doomed = set(digests) - {bead["blob"] for bead in self.blob_beads()}
         for digest in doomed:
             BlobStore(self.path.parent / "blobs").remove(digest)
 

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..clock import iso
+from .recallsql import vectors_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sqlstore import SQLStore
@@ -202,10 +203,10 @@ def vector_of_text(sql: "SQLStore", rowid: int, text: str) -> bytes | None:
         row = sql.conn.execute("SELECT text FROM memories WHERE rowid = ?", (rowid,)).fetchone()
         if row is None or row[0] != text:
             return None
-        vec = sql.conn.execute("SELECT embedding FROM memories_vec WHERE rowid = ?", (rowid,)).fetchone()
+        got = vectors_of(sql, [rowid])
     except apsw.Error:
         return None
-    return bytes(vec[0]) if vec is not None and len(vec[0]) == 4 * sql.dim else None
+    return bytes(got[0][1]) if got and len(got[0][1]) == 4 * sql.dim else None
 
 
 # -- vectors made later (brandmind/backlog.py) ---------------------------------------------------
