@@ -444,7 +444,7 @@ def key_show(as_json: JsonOpt = False) -> None:
     Examples:
       bm sync key show      # compare the fingerprint on each device
     """
-    from brandmind.sync.crypto import Keyring
+    from brandmind.crypto import Keyring
 
     ring = Keyring(_data_dir())
     created = not ring.has_key()
@@ -469,7 +469,7 @@ def key_export(
     import os
 
     from brandmind.errors import InvalidInput
-    from brandmind.sync.crypto import Keyring
+    from brandmind.crypto import Keyring
 
     key = Keyring(_data_dir()).active()
     text = key.export_text() + "\n"
@@ -502,7 +502,7 @@ def key_import(
       ssh laptop bm sync key export | bm sync key import -
     """
     from brandmind.errors import NotFound
-    from brandmind.sync.crypto import Keyring
+    from brandmind.crypto import Keyring
 
     if path == "-":
         text = sys.stdin.read()

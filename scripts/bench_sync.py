@@ -77,7 +77,7 @@ def add_remote(home: Path, server, bucket: str, name: str) -> None:
 
 def share_key(src: Path, dst: Path) -> None:
     from brandmind.config import resolve_paths
-    from brandmind.sync.crypto import Keyring
+    from brandmind.crypto import Keyring
 
     text = Keyring(resolve_paths(src).data_dir).active().export_text()
     Keyring(resolve_paths(dst).data_dir).import_key(text)

@@ -47,7 +47,7 @@ class ObjectRemote(Protocol):
     Names (``rel``) are relative to the prefix; bodies are sealed by the caller with
     ``keyring.seal(rel, plain)`` and opened with ``keyring.open(rel, body, where=...)``."""
     name: str
-    keyring: Any  # sync.crypto.Keyring
+    keyring: Any  # brandmind.crypto.Keyring
 
     def where(self, rel: str) -> str:
         """The object's full address, for messages (``s3://bucket/prefix/rel``)."""

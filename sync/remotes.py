@@ -74,7 +74,7 @@ def probe(cfg: RemoteConfig, data_dir: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         if cfg.type == "s3":
-            from .crypto import IMPORT_HINT, Keyring
+            from brandmind.crypto import IMPORT_HINT, Keyring
             from .s3 import S3Remote
 
             ring = Keyring(data_dir)

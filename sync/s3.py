@@ -37,7 +37,7 @@ from brandmind.oplog import loads
 from brandmind.replication import CLASH_HINT
 
 from .config import RemoteConfig
-from .crypto import Keyring
+from brandmind.crypto import Keyring
 from .handle import store_of
 from .s3client import Precondition, RemoteError, RemoteUnavailable, S3Objects, make_client
 from .s3format import (HEADS, REPLICA_RE, SEG_RE, SEGMENT_BYTES, SEGMENT_OPS, Segment, blob_digests, chunks,

@@ -21,7 +21,7 @@ from brandmind.errors import BMError, ClockSkew, ConfigError
 from brandmind.oplog import dumps
 
 from .config import RemoteConfig
-from .crypto import Keyring
+from brandmind.crypto import Keyring
 from .remote import RemoteDown
 
 CAS_TRIES = 12

@@ -1,4 +1,4 @@
-"""The sync encryption (brandmind/sync/crypto.py) and remote config (sync/config.py): no server."""
+"""The sync encryption (brandmind/crypto.py) and remote config (sync/config.py): no server."""
 from __future__ import annotations
 
 import os
@@ -8,7 +8,7 @@ import pytest
 
 from brandmind.errors import BMError, InvalidInput
 from brandmind.sync.config import add_remote, get_remote, load_remotes, make_s3, remotes_path, remove_remote
-from brandmind.sync.crypto import Keyring, SyncKey, SyncKeyError, open_sealed, seal
+from brandmind.crypto import Keyring, SyncKey, SyncKeyError, open_sealed, seal
 from brandmind.sync.s3 import is_redaction, same_op
 
 
@@ -140,7 +140,7 @@ def test_two_processes_making_the_key_at_once_agree(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys; from brandmind.sync.crypto import Keyring; "
+    code = ("import sys; from brandmind.crypto import Keyring; "
             "print(Keyring(sys.argv[1]).active().key_id)")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
              for _ in range(4)]

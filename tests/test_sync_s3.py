@@ -300,13 +300,13 @@ def _remote(mem, sw, bucket: str, **kw):
 
 
 def _share_key_from(ring, dst) -> None:
-    from brandmind.sync.crypto import Keyring
+    from brandmind.crypto import Keyring
 
     Keyring(dst.paths.data_dir).import_key(ring.active().export_text())
 
 
 def _share_key(src, dst) -> None:
-    from brandmind.sync.crypto import Keyring
+    from brandmind.crypto import Keyring
 
     text = Keyring(src.paths.data_dir).active().export_text()
     Keyring(dst.paths.data_dir).import_key(text)
@@ -517,7 +517,7 @@ def _ops(replica: str, first: int, last: int, tag: str = "") -> list[dict]:
 
 def _bare(sw, bucket: str, tmp_path: Path, **kw):
     from brandmind.sync.config import make_s3
-    from brandmind.sync.crypto import Keyring
+    from brandmind.crypto import Keyring
     from brandmind.sync.s3 import S3Remote
 
     return S3Remote(make_s3("origin", bucket=bucket, prefix="p", endpoint_url=sw.endpoint),
@@ -579,7 +579,7 @@ def test_a_remote_of_another_store_is_refused_before_anything_is_written(aws_env
     sw = aws_env
     bucket = sw.new_bucket()
     _bare(sw, bucket, tmp_path / "one").push("r_a", _ops("r_a", 1, 3))
-    from brandmind.sync.crypto import SyncKeyError
+    from brandmind.crypto import SyncKeyError
 
     stranger = _bare(sw, bucket, tmp_path / "two")
     with pytest.raises(SyncKeyError, match="cannot decrypt"):
@@ -591,7 +591,7 @@ def test_a_remote_of_another_store_is_refused_before_anything_is_written(aws_env
 def test_a_new_device_starts_from_a_snapshot(aws_env, tmp_path):
     from brandmind.errors import UsageError
     from brandmind.sync import snapshot
-    from brandmind.sync.crypto import Keyring
+    from brandmind.crypto import Keyring
     from brandmind.sync.engine import sync_once
 
     sw = aws_env

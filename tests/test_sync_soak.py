@@ -229,7 +229,7 @@ def test_soak_three_replicas_through_flaky_s3(tmp_path: Path, monkeypatch: pytes
 
     from brandmind.memory import Memory
     from brandmind.sync.config import make_s3
-    from brandmind.sync.crypto import Keyring
+    from brandmind.crypto import Keyring
     from brandmind.sync.s3 import open_remote
 
     # botocore's retries without their sleeps: the faults are injected, waiting only slows the test

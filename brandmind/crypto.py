@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from brandmind.clock import iso, now_millis
 from brandmind.errors import BMError, InvalidInput
 
 MAGIC = b"bmS3"
@@ -168,7 +169,6 @@ class Keyring:
                                     "with a key exported from another device") from None
 
     def _save(self) -> None:
-        from brandmind.clock import iso, now_millis
 
         data = {"format": 1, "active": self.active_id,
                 "keys": {kid: {"key": base64.urlsafe_b64encode(k.secret).decode().rstrip("="),
@@ -215,7 +215,6 @@ class Keyring:
             with self._locked():  # two threads or processes must not each make a key
                 self._load()
                 if self.active_id is None:
-                    from brandmind.clock import iso, now_millis
 
                     key = SyncKey(os.urandom(32))
                     self._keys[key.key_id] = key
@@ -244,7 +243,6 @@ class Keyring:
     def import_key(self, text: str) -> tuple[SyncKey, bool]:
         """Add a key exported on another device and make it the active one.
         Returns (key, whether anything changed)."""
-        from brandmind.clock import iso, now_millis
 
         key = SyncKey.from_export(text)
         with self._locked():
