@@ -19,6 +19,7 @@ Nothing is resolved at import time.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -39,6 +40,12 @@ DEFAULTS: dict[str, Any] = {
     "blob_threshold": 65536,
     # a memory's text may not be longer than this many characters
     "max_memory_chars": 16000,
+    # the workspace (`bm fs`): local (<data_dir>/workspace) or s3://BUCKET[/PREFIX] (brandmind/workspace_s3.py);
+    # its S3 endpoint (any S3-compatible server; empty: AWS), region and ~/.aws profile (empty: the usual chain)
+    "workspace": "local",
+    "workspace_endpoint_url": "",
+    "workspace_region": "",
+    "workspace_profile": "",
     # recall: how much each signal counts (see brandmind/recall.py); 0 turns a signal off
     "weight_vector": 1.0,
     "weight_keyword": 0.4,
@@ -75,6 +82,7 @@ DEFAULTS: dict[str, Any] = {
 
 _FLOAT_KEYS = {k for k in DEFAULTS if k.startswith("weight_")} | {"recency_half_life_days"}
 _COUNT_KEYS = {"recall_agent_k", "recall_global_k"}  # whole numbers, 0 allowed
+_WORKSPACE_KEYS = {"workspace", "workspace_endpoint_url", "workspace_region", "workspace_profile"}
 _INT_KEYS = {"blob_threshold", "max_memory_chars", "episode_gap_minutes", "llm_max_calls", "llm_max_tokens"}
 _INT_KEYS |= {"sync_push_interval", "sync_push_after_ops", "sync_pull_interval", "sync_backoff_max"}
 _INT_KEYS |= {"sync_max_skew_ms"}
@@ -134,6 +142,10 @@ class Config:
     user: str = DEFAULTS["user"]
     blob_threshold: int = DEFAULTS["blob_threshold"]
     max_memory_chars: int = DEFAULTS["max_memory_chars"]
+    workspace: str = DEFAULTS["workspace"]
+    workspace_endpoint_url: str = DEFAULTS["workspace_endpoint_url"]
+    workspace_region: str = DEFAULTS["workspace_region"]
+    workspace_profile: str = DEFAULTS["workspace_profile"]
     extractor: str = DEFAULTS["extractor"]
     llm_model: str = DEFAULTS["llm_model"]
     llm_max_calls: int = DEFAULTS["llm_max_calls"]
@@ -181,6 +193,8 @@ def coerce(key: str, value: Any) -> Any:
             f"unknown config key {key!r}",
             hint="known keys: " + ", ".join(sorted(DEFAULTS)),
         )
+    if key in _WORKSPACE_KEYS:
+        return workspace_setting(key, value)
     if key in _FLOAT_KEYS:
         try:
             number = float(value)
@@ -256,3 +270,26 @@ def write_config_value(paths: Paths, key: str, value: Any) -> Any:
     tmp.write_text(tomli_w.dumps(data), encoding="utf-8")
     os.replace(tmp, paths.config_file)
     return value
+
+
+_WORKSPACE_FORMS = {
+    "workspace": (r"local|s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\\\s]*)?",
+                  "local, or s3://BUCKET[/PREFIX], e.g. `bm config set workspace s3://my-bucket/bm`"),
+    "workspace_endpoint_url": (r"(https?://[^/\s]+/?)?", "http(s)://HOST[:PORT] of an S3-compatible server, or empty for AWS"),
+    "workspace_region": (r"[a-z0-9-]{0,40}", "an S3 region such as eu-west-1, or empty"),
+    "workspace_profile": (r"[^\s]{0,128}", "the name of a profile in ~/.aws/config, or empty"),
+}
+
+
+def workspace_setting(key: str, value: Any) -> str:
+    """A checked workspace setting (brandmind/workspace_s3.py); the optional ones may be empty."""
+    form, hint = _WORKSPACE_FORMS[key]
+    text = value.strip() if isinstance(value, str) else ""
+    ok = isinstance(value, str) and re.fullmatch(form, text) is not None
+    if ok and text.startswith("s3://"):
+        bucket, _, prefix = text[len("s3://"):].partition("/")
+        parts = prefix.strip("/").split("/")
+        ok = ".." not in bucket and (not prefix.strip("/") or all(p not in ("", ".", "..") for p in parts))
+    if not ok:
+        raise ConfigError(f"bad value {value!r} for config key {key!r}", hint=f"use {hint}")
+    return text.rstrip("/") if key != "workspace_profile" else text

@@ -23,7 +23,8 @@ Storage sits behind :class:`Backend` (read_bytes, write_bytes (atomic), append, 
 move, list, stat with size, mtime and sha256, mkdir), so the agent code never sees where
 files live.  :class:`LocalBackend` keeps one workspace per user in
 ``<data_dir>/workspace/<user>/`` (the user id with characters outside ``[A-Za-z0-9._@+-]``
-and a leading dot %-escaped); an S3 backend comes with the sync issue.
+and a leading dot %-escaped); with config ``workspace = "s3://BUCKET/PREFIX"`` each user's
+files are encrypted objects under ``PREFIX/<user>/`` instead (brandmind/workspace_s3.py).
 
 Indexing: a UTF-8 file under /.profile or /notes (up to 1 MiB, any extension) is cut into
 chunks of about 800 characters at headings and paragraphs (a long section is continued
@@ -59,18 +60,17 @@ import base64
 import fnmatch
 import hashlib
 import shutil
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
-from urllib.parse import unquote
 
 from . import validate
 from .clock import iso
 from .errors import InvalidInput, NotFound, UsageError
 from .storage import workspace as repo
-from .workspace_files import (AREAS, INDEXED, Backend, Entry, LocalBackend, Stat, area, backend_for,
+from .workspace_files import (AREAS, INDEXED, Backend, Entry, LocalBackend, Stat, area,
                               dir_name, file_path, indexed_type, normalize, workspace_root)
 from .workspace_index import (CHUNK_CHARS, CHUNK_OVERLAP, INDEX_MAX_BYTES, cached_stats, chunk_text,
                               empty_report, indexed_files, lock, refresh, reindex)
+from .workspace_s3 import S3Backend, WorkspaceUnavailable, backend_for, workspace_users
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import Store
@@ -238,8 +238,12 @@ class Workspace:
     def refresh(self) -> dict | None:
         """Re-index the notes and profile files changed on disk since they were indexed;
         None when nothing changed (then nothing is written, nor any folder made).  The
-        explicit step a caller runs before recall to see edits made behind bm's back."""
-        return refresh(self.store, self.user)
+        explicit step a caller runs before recall to see edits made behind bm's back.
+        A workspace on S3 that cannot be reached is not refreshed (recall works offline)."""
+        try:
+            return refresh(self.store, self.user)
+        except WorkspaceUnavailable:
+            return None
 
 
 # -- forgetting, export / import -----------------------------------------------------------------
@@ -252,27 +256,17 @@ def forget_user_files(store: "Store", user: str) -> int:
         if root.is_dir() and not root.is_symlink():
             n = sum(1 for e in LocalBackend(root).list("/", recursive=True) if e.kind == "file")
             shutil.rmtree(root)
+        backend = backend_for(store, user)
+        if isinstance(backend, S3Backend):
+            n += backend.destroy()
         repo.forget_stats(store.sql, user)
     return n
-
-
-def _users(store: "Store") -> list[tuple[str, Path]]:
-    base = Path(store.paths.data_dir) / "workspace"
-    if not base.is_dir():
-        return []
-    out = []
-    for d in base.iterdir():
-        if d.name.startswith(".") or not d.is_dir() or d.is_symlink():
-            continue
-        out.append((unquote(d.name), d))
-    return sorted(out)
 
 
 def export_records(store: "Store") -> Iterator[dict]:
     """``{"kind": "file", "user", "path", "sha256", "text"|"base64"}`` for every workspace
     file, by user then path (links out of a workspace are skipped)."""
-    for user, root in _users(store):
-        backend = LocalBackend(root)
+    for user, backend in workspace_users(store):
         for e in sorted(backend.list("/", recursive=True), key=lambda e: e.path):
             if e.kind != "file" or area(e.path) not in AREAS or e.path.count("/") < 2:
                 continue  # (a stray file at the root is no workspace path)
@@ -286,11 +280,10 @@ def export_records(store: "Store") -> Iterator[dict]:
             yield rec
 
 
-def import_record(store: "Store", rec: dict) -> tuple[LocalBackend, str, bytes] | None:
+def import_record(store: "Store", rec: dict) -> tuple[Backend, str, bytes] | None:
     """A checked file record of an export: (backend, path, content) to write, or None when
     the user's workspace already has a file there."""
     user = validate.name(rec["user"], what="user")
-    root = workspace_root(store.paths.data_dir, user)
     path = file_path(normalize(rec["path"]))
     if "text" in rec:
         data = validate.utf8(rec["text"]).encode("utf-8") if isinstance(rec["text"], (str, bytes)) else None
@@ -303,12 +296,12 @@ def import_record(store: "Store", rec: dict) -> tuple[LocalBackend, str, bytes] 
         raise InvalidInput(f"file record {path}: bad content", hint='a file record has "text" or "base64"')
     if rec.get("sha256") is not None and rec["sha256"] != hashlib.sha256(data).hexdigest():
         raise InvalidInput(f"file record {path}: content does not match its sha256", hint="is the export file damaged?")
-    backend = LocalBackend(root)
+    backend = backend_for(store, user)
     if backend.stat(path, digest=False) is not None:
         return None
     return backend, path, data
 
 
-def write_imported(items: Iterable[tuple[LocalBackend, str, bytes]]) -> None:
+def write_imported(items: Iterable[tuple[Backend, str, bytes]]) -> None:
     for backend, path, data in items:
         backend.write_bytes(path, data)

@@ -11,7 +11,8 @@ Storage sits behind :class:`Backend` (read_bytes, write_bytes (atomic), append, 
 move, list, stat with size, mtime and sha256, mkdir), so the agent code never sees where
 files live.  :class:`LocalBackend` keeps one workspace per user in
 ``<data_dir>/workspace/<user>/`` (the user id with characters outside ``[A-Za-z0-9._@+-]``
-and a leading dot %-escaped).
+and a leading dot %-escaped); ``S3Backend`` (workspace_s3.py, which also has ``backend_for``,
+the choice between them) keeps it on S3.
 """
 from __future__ import annotations
 
@@ -22,12 +23,9 @@ import stat as stat_mod
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from .errors import InvalidInput, NotFound
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .store import Store
 
 AREAS = (".profile", "notes", "drafts", "system")
 INDEXED = {".profile": "fact", "notes": "concept"}   # area -> memory type of its chunks
@@ -45,12 +43,6 @@ def dir_name(user: str) -> str:
 
 def workspace_root(data_dir: Path, user: str) -> Path:
     return Path(data_dir) / "workspace" / dir_name(user)
-
-
-def backend_for(store: "Store", user: str) -> "Backend":
-    """The backend of a user's workspace: the one place that picks where files live
-    (the local directory today; an S3 prefix once the sync issue brings the client)."""
-    return LocalBackend(workspace_root(store.paths.data_dir, user))
 
 
 def normalize(path: Any, *, root: Path | None = None) -> str:

@@ -28,7 +28,8 @@ from .clock import new_id
 from .errors import InvalidInput
 from .ops import Kind
 from .storage import workspace as repo
-from .workspace_files import INDEXED, Backend, backend_for, indexed_type
+from .workspace_files import INDEXED, Backend, indexed_type
+from .workspace_s3 import backend_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import Store
