@@ -78,6 +78,9 @@ DEFAULTS: dict[str, Any] = {
     "sync_backoff_max": 900,
     # sync: refuse a remote op whose clock is more than this many ms ahead of local time
     "sync_max_skew_ms": 300000,
+    # sync daemon: fold the remote's old op segments into a snapshot (and drop them, with the
+    # text of what was forgotten) once every N seconds across all devices; 0: only `bm sync compact`
+    "sync_compact_interval": 86400,
 }
 
 _FLOAT_KEYS = {k for k in DEFAULTS if k.startswith("weight_")} | {"recency_half_life_days"}
@@ -86,6 +89,7 @@ _WORKSPACE_KEYS = {"workspace", "workspace_endpoint_url", "workspace_region", "w
 _INT_KEYS = {"blob_threshold", "max_memory_chars", "episode_gap_minutes", "llm_max_calls", "llm_max_tokens"}
 _INT_KEYS |= {"sync_push_interval", "sync_push_after_ops", "sync_pull_interval", "sync_backoff_max"}
 _INT_KEYS |= {"sync_max_skew_ms"}
+_OFF_KEYS = {"sync_compact_interval"}  # whole numbers, 0 (off) allowed, no upper bound
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,7 @@ class Config:
     sync_pull_interval: int = DEFAULTS["sync_pull_interval"]
     sync_backoff_max: int = DEFAULTS["sync_backoff_max"]
     sync_max_skew_ms: int = DEFAULTS["sync_max_skew_ms"]
+    sync_compact_interval: int = DEFAULTS["sync_compact_interval"]
     paths: Paths = field(default_factory=resolve_paths)
 
     @classmethod
@@ -214,6 +219,12 @@ def coerce(key: str, value: Any) -> Any:
             raise ConfigError(f"config key {key!r} must be a whole number from 0 to 1000, got {value!r}",
                               hint=f"e.g. `bm config set {key} {DEFAULTS[key]}`")
         return count
+    if key in _OFF_KEYS:
+        number = int(value) if str(value).strip().isdigit() else -1
+        if number < 0:
+            raise ConfigError(f"config key {key!r} must be a whole number of seconds, 0 for off, got {value!r}",
+                              hint=f"e.g. `bm config set {key} {DEFAULTS[key]}`")
+        return number
     if key in _INT_KEYS:
         try:
             number = int(value)

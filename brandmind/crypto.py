@@ -256,6 +256,19 @@ class Keyring:
                 self._save()
         return key, changed
 
+    def rotate(self) -> SyncKey:
+        """Make a new random key the active one (`bm sync key rotate`, sync/rotate.py); the
+        older keys stay, so what they sealed stays readable here until it is re-sealed."""
+        with self._locked():
+            self._load()
+            key = SyncKey(os.urandom(32))
+            self._keys[key.key_id] = key
+            self._meta[key.key_id] = {"added": iso(now_millis()), "source": "rotated",
+                                      **({"replaces": self.active_id} if self.active_id else {})}
+            self.active_id = key.key_id
+            self._save()
+        return key
+
     def describe(self) -> dict[str, Any]:
         """Key ids and fingerprints (never the key itself)."""
         active = self._keys[self.active_id] if self.active_id else None
@@ -283,7 +296,8 @@ class Keyring:
         if key is None:
             mine = f"this store has {self.active_id}" if self.active_id else "this store has no key yet"
             raise SyncKeyError(f"this store's sync key cannot decrypt {where} "
-                               f"(it is encrypted with key {kid}; {mine})", hint=IMPORT_HINT)
+                               f"(it is encrypted with key {kid}; {mine}; if another device rotated "
+                               "the key with `bm sync key rotate`, import the new one)", hint=IMPORT_HINT)
         return open_sealed(key, name, blob, where)
 
 

@@ -409,6 +409,35 @@ class Memory:
             extract_after_ingest(self.store, report, user=user, agent=agent)
         return report
 
+    # -- other tools' exports (brandmind/importers.py) --------------------------------------------
+    def import_from(self, kind: str, source: str | os.PathLike[str] | bytes, *, user: str | None = None,
+                    dry_run: bool = False, extract: bool = False,
+                    progress: Callable[[dict], None] | None = None) -> dict:
+        """Import a ChatGPT or Claude export (conversations.json or the .zip) as turns (``ingest``),
+        a Mem0 dump or Basic Memory's memory.json as memories and graph (``bm import`` records),
+        from ``source`` (a path, or the file's bytes).  The whole file is checked first: a bad
+        one stores nothing.  Ids come from the source's, so a re-import stores nothing new.
+        Returns ``{"from", "dry_run", "found", "skipped", "new", "duplicates"}`` (with
+        ``extract``, conversations only: ingest's ``facts``, ``llm``, ``extract`` too)."""
+        from . import importers  # lazy: loaded by the calls that need it, not by every cold `bm recall`
+        kind, user = importers.check_kind(kind), self.store.user(user)
+        if extract and kind not in importers.CONVERSATIONS:
+            raise UsageError(f"--extract applies to conversations, not to a {kind} import",
+                             hint="drop --extract: Mem0 and Basic Memory hold facts already")
+        export = importers.read_export(kind, source)
+        report = importers.new_report(export, dry_run=dry_run)
+        if kind in importers.CONVERSATIONS:
+            done = self.ingest(export.messages, user=user, dry_run=dry_run, extract=extract, progress=progress)
+            report["new"]["turns"] = done["would_ingest" if dry_run else "ingested"]
+            report["duplicates"] = done["duplicates"]
+            report.update({k: done[k] for k in ("facts", "llm", "extract") if k in done})
+            return report
+        fresh = importers.count_new(self.store, importers.records(self.store, export, user=user), report)
+        if fresh and not dry_run:
+            from .exchange import import_lines  # lazy: the checked, all-or-nothing path of `bm import`
+            import_lines(self.store, importers.as_lines(fresh), batch=len(fresh) + 1)
+        return report
+
 
 def _queued_report() -> dict:
     """The counts of an extraction that was queued (brandmind/backlog.py): nothing yet."""

@@ -15,6 +15,7 @@ from . import admin, beads, facts, graph, memories
 from . import blocks as blocks_cmd
 from . import context as context_cmd
 from . import fs as fs_cmd
+from . import importing as importing_cmd
 from . import personas as personas_cmd
 from . import skills as skills_cmd
 from . import sync as sync_cmd
@@ -82,7 +83,7 @@ app.add_typer(skills_cmd.skill_app, name="skill")
 app.add_typer(fs_cmd.fs_app, name="fs")
 app.add_typer(personas_cmd.persona_app, name="persona")
 app.command()(admin.export)
-app.command("import")(admin.import_)
+app.command("import")(importing_cmd.import_)  # a `bm export` file, or --from another tool's export
 app.command()(admin.rebuild)
 app.command()(admin.reindex)
 app.command()(admin.stats)

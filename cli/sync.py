@@ -328,6 +328,49 @@ def sync_snapshot(remote: RemoteOpt = None, as_json: JsonOpt = False) -> None:
             info(f"{m['remote']}: snapshot of {m['ops']:,} ops ({m['bytes'] / 1e6:.1f} MB) in {m['seconds']:.2f} s")
 
 
+def _object_remotes(store: Any, name: str | None) -> list[Any]:
+    """The S3 remotes (those that keep the op log) among ``_remotes``; none is a usage error."""
+    from brandmind.errors import UsageError
+    from brandmind.sync.remote import ObjectRemote
+
+    found = [r for r in _remotes(store, name) if isinstance(r, ObjectRemote)]
+    if not found:
+        raise UsageError("no S3 remote keeps this store's op log", hint="add one: `bm remote add s3 --bucket BUCKET`")
+    return found
+
+
+@sync_app.command("compact")
+def sync_compact(remote: RemoteOpt = None, as_json: JsonOpt = False) -> None:
+    """Sync, then fold the remote's op segments into a snapshot of this store and delete them,
+    with older snapshots and unused blobs: what was forgotten stops existing on the remote.
+    Devices that were offline since read the ops they lack from that snapshot. The daemon
+    does this every sync_compact_interval seconds (one device per interval).
+
+    \b
+    Examples:
+      bm sync compact                  # every S3 remote
+      bm sync compact -r origin --json
+    """
+    from brandmind.errors import BMError
+    from brandmind.sync.compact import compact
+    from brandmind.sync.engine import sync_once
+
+    done = []
+    with open_store() as mem:
+        for rem in _object_remotes(mem.store, remote):
+            report = sync_once(mem.store, rem)
+            if report["errors"]:
+                message, hint = _error_text(report["errors"][0])
+                raise BMError(f"sync with {rem.name} failed, so it was not compacted: {message}", hint=hint)
+            done.append({"remote": rem.name, **compact(mem.store, rem)})
+    if wants_json(as_json):
+        emit_json(done)
+    for d in [] if wants_json(as_json) else done:
+        info(f"{d['remote']}: " + (f"folded {d['segments_deleted']} segment(s) into a snapshot of {d['ops']:,} ops; "
+                                   f"deleted {d['snapshots_deleted']} old snapshot(s), {d['blobs_deleted']} blob(s) "
+                                   f"in {d['seconds']:.2f} s" if d["compacted"] else d["reason"]))
+
+
 @sync_app.command("status")
 def sync_status_cmd(remote: RemoteOpt = None, as_json: JsonOpt = False) -> None:
     """Pending ops per remote, the version vector, the last success and the last error
@@ -486,6 +529,33 @@ def key_export(
         raise InvalidInput(f"cannot write {output}: {exc.strerror or exc}",
                            hint="give a path in an existing, writable directory, or omit -o for stdout") from None
     info(f"sync key {key.key_id} written to {output}")
+
+
+@key_app.command("rotate")
+def key_rotate(remote: RemoteOpt = None, as_json: JsonOpt = False) -> None:
+    """Make a new sync key and re-encrypt everything the remote keeps with it (here: the server
+    sees only encrypted bytes). Then `bm sync key export` and `bm sync key import` it on the
+    other devices: until they do, their sync stops with an error naming that fix.
+
+    \b
+    Examples:
+      bm sync key rotate && bm sync key export -o bm.key
+    """
+    from brandmind.sync.rotate import rotate
+
+    with open_store() as mem:
+        remotes = _object_remotes(mem.store, remote)
+        out = [{"remote": r.name, **rotate(mem.store, r)} for r in remotes[:1]]
+        for r in remotes[1:]:  # one key per store: the others are re-sealed under the same new key
+            from brandmind.sync.rotate import reseal
+
+            out.append({"remote": r.name, "key_id": out[0]["key_id"], **reseal(r)})
+    if wants_json(as_json):
+        emit_json(out)
+    for o in [] if wants_json(as_json) else out:
+        info(f"{o['remote']}: re-encrypted {o['resealed'] + o['renamed_blobs']} object(s) with the new key "
+             f"{o['key_id']}; run `bm sync key export -o bm.key` here and `bm sync key import bm.key` on "
+             "every other device")
 
 
 @key_app.command("import")

@@ -14,6 +14,8 @@ Schedule, per remote (config keys, whole seconds / ops):
 * a failed step is retried after a capped exponential backoff with full jitter
   (:func:`backoff_delay`: uniform in ``[0, min(sync_backoff_max, 5 s * 2^(n-1))]``, at
   least 1 s); a success resets it;
+* after a full round with an S3 remote, the remote is compacted (sync/compact.py) once
+  ``sync_compact_interval`` s (86400; 0: never) have passed since any device last did;
 * the next tick is counted from when a step *ends*, on a clock that keeps counting while
   the machine sleeps (CLOCK_BOOTTIME where there is one): ticks missed while the daemon was
   busy or the machine was asleep are skipped, never run back to back (:class:`Schedule`,
@@ -233,6 +235,7 @@ class Daemon:
         self.schedules: dict[str, Schedule] = {}
         self.baseline: dict[str, int] = {}       # own seq when the last good push started
         self.remote_state: dict[str, dict] = {}  # per remote: last push/pull/error
+        self.next_compact: dict[str, float] = {}  # per remote: when to look at compact.json again
         self.stopping = False
         self.abandoned = False
         self.steps = 0
@@ -356,6 +359,8 @@ class Daemon:
                     _bootstrap_if_empty(self.mem, remote)
                 report = self._sync_once()(store_of(self.mem), remote, push=push, pull=pull) or {}
             errors = [_error_text(e) for e in (report.get("errors") or [])]
+            if push and pull and not errors and not self._fake_sync:
+                self.maybe_compact(remote)
         except BMError as exc:
             errors = [_short(exc)]
         except Exception as exc:  # a remote's bug or an I/O error: log it, back off, go on
@@ -384,6 +389,34 @@ class Daemon:
             log.error("sync with %s failed (%d in a row; next try in %.0f s): %s", name, sched.failures,
                       max(0.0, sched.retry_at - now), "; ".join(errors))
         return ok
+
+    def maybe_compact(self, remote: Any) -> dict | None:
+        """After a full round: compact an S3 remote (sync/compact.py) when
+        ``sync_compact_interval`` seconds have passed since the last compaction by any
+        device (compact.json's time); between checks of the remote, this device's own clock
+        (``self.clock``) says when to look again.  A failure is logged, retried next interval."""
+        from .compact import compact, due
+        from .remote import ObjectRemote
+
+        interval = int(getattr(self.mem.config, "sync_compact_interval", 0) or 0)
+        name = getattr(remote, "name", None) or repr(remote)
+        now = self.clock()
+        if interval <= 0 or not isinstance(remote, ObjectRemote) or now < self.next_compact.get(name, now):
+            return None
+        try:
+            with self.guard:
+                wait = due(remote, interval)
+                if wait > 0:
+                    self.next_compact[name] = now + wait
+                    return None
+                done = compact(store_of(self.mem), remote)
+        except BMError as exc:
+            log.warning("could not compact %s (%s); trying again in %d s", name, _short(exc), interval)
+            self.next_compact[name] = now + interval
+            return None
+        self.next_compact[name] = now + interval
+        log.info("compacted %s: %s", name, json.dumps(done, default=str)[:500])
+        return done
 
     # -- the loop ---------------------------------------------------------------
     def _sleep(self, seconds: float) -> None:

@@ -6,6 +6,9 @@ Layout under ``<prefix>/`` (every object encrypted on the client, see crypto.py)
     heads.json                                         replica -> highest contiguous seq (CAS)
     blobs/<keyed hash of the sha256>                   bead contents over the blob threshold
     snapshots/<replica>-<vv hash>.snap, snapshots/index.json   (see snapshot.py)
+    compact.json                                       compaction's base snapshot and floor (CAS;
+                                                       compact.py): ops at or below a replica's
+                                                       floor are read from the base, not segments
 
 Rules:
 
@@ -18,8 +21,11 @@ Rules:
 * A segment holds at most ``SEGMENT_OPS`` ops (a format constant: readers rely on it to
   find the segment holding a given seq with one listing) and about ``SEGMENT_BYTES``.
 * ``heads.json`` is shared and updated with ``If-Match`` compare-and-swap (re-read, merge
-  per-replica max, retry on 412/409).  ``heads()`` trusts it as a floor and lists the
-  segments past it, so a crash between a segment upload and the head update loses nothing.
+  per-replica max, retry on 412/409).  ``heads()`` trusts it as a floor for the other
+  devices' streams and lists the segments past it, so a crash between a segment upload and
+  the head update loses nothing; this device's own stream is counted from the compaction
+  floor instead, so segments a remote lost (restored from an old backup, emptied) are
+  pushed again from the local log.
 * Blobs are uploaded before the segment that names them; pulled ops' blobs are fetched into
   the local blob store before the ops are returned.
 * Before the first push or pull, the op this device and the remote both hold at the highest
@@ -40,7 +46,7 @@ from .config import RemoteConfig
 from brandmind.crypto import Keyring
 from .handle import store_of
 from .s3client import Precondition, RemoteError, RemoteUnavailable, S3Objects, make_client
-from .s3format import (HEADS, REPLICA_RE, SEG_RE, SEGMENT_BYTES, SEGMENT_OPS, Segment, blob_digests, chunks,
+from .s3format import (COMPACT, HEADS, floor_of, REPLICA_RE, SEG_RE, SEGMENT_BYTES, SEGMENT_OPS, Segment, blob_digests, chunks,
                        coverage, is_redaction, merge_heads, op_replica, op_seq, same_op, seg_name)
 
 __all__ = ["HEADS", "SEGMENT_BYTES", "SEGMENT_OPS", "RemoteError", "RemoteUnavailable", "S3Remote", "Segment",
@@ -66,6 +72,8 @@ class S3Remote(S3Objects):
         self._segcache: OrderedDict[str, list[dict]] = OrderedDict()
         self._verified = 0       # own-replica seq known to match the remote (see _check_clash)
         self._checking = False
+        self.compacted: dict = {}  # compact.json as of the last heads() (compact.py)
+        self._base: Any = None     # compaction's base snapshot, opened when a pull needs it
 
     # -- segments ---------------------------------------------------------------------------------
     def _list_replicas(self) -> list[str]:
@@ -116,11 +124,46 @@ class S3Remote(S3Objects):
                 self._segcache.popitem(last=False)
         return ops
 
+    def segments(self, replica: str, from_seq: int = 1) -> list[Segment]:
+        """The segments of ``replica`` that may hold ops with seq >= ``from_seq`` (compact.py)."""
+        return self._list_segments(replica, from_seq)
+
+    def read_segment(self, seg: Segment, replica: str) -> list[dict]:
+        return self._read_segment(seg, replica)
+
+    def replicas(self) -> list[str]:
+        return self._list_replicas()
+
+    @property
+    def base(self) -> Any:
+        """Compaction's base snapshot, downloaded once (``compact.BaseLog``: ``ops_of``)."""
+        from .compact import BaseLog
+
+        name = self.compacted.get("base")
+        if self._base is None or self._base.name != name:
+            if self._base is not None:
+                self._base.close()
+            self._base = BaseLog(self, name, self.store)
+        return self._base
+
+    def close(self) -> None:
+        if self._base is not None:
+            self._base.close()
+            self._base = None
+
     # -- the Remote protocol ------------------------------------------------------------------------
     def heads(self) -> dict[str, int]:
         """replica -> highest contiguous seq stored remotely (heads.json, extended by a listing)."""
         doc, _ = self.read_doc(HEADS)
-        floor = {r: int(n) for r, n in ((doc or {}).get("heads") or {}).items() if REPLICA_RE.match(r)}
+        told = {r: int(n) for r, n in ((doc or {}).get("heads") or {}).items() if REPLICA_RE.match(r)}
+        comp, _ = self.read_doc(COMPACT)
+        self.compacted = comp or {}
+        folded = floor_of(self.compacted)
+        # this device's own stream is counted from the compaction floor, not from heads.json:
+        # segments the remote lost (a bucket restored or emptied) are then pushed again
+        own = self.store.log.replica if self.store is not None else None
+        floor = {r: folded.get(r, 0) if r == own else max(folded.get(r, 0), told.get(r, 0))
+                 for r in set(told) | set(folded)}
         replicas = set(floor) | set(self._list_replicas())
         heads: dict[str, int] = {}
         listings: dict[str, list[Segment]] = {}
@@ -194,6 +237,33 @@ class S3Remote(S3Objects):
         if not REPLICA_RE.match(replica):
             raise InvalidInput(f"bad replica id {replica!r}", hint="replica ids are letters, digits, _ and -")
         self._check_clash()
+        want = after + 1
+        folded = floor_of(self.compacted).get(replica, 0)
+        if want <= folded:  # compacted away: in the base snapshot's log (compact.py)
+            n = folded - after if limit is None else min(limit, folded - after)
+            out = self._at_floor(replica, folded) if want == folded else None
+            if out is None:
+                out = self.base.ops_of(replica, after, n)
+            self.pull_blobs(out)
+            if len(out) == folded - after and (limit is None or len(out) < limit):
+                out += self._pull_segments(replica, folded, None if limit is None else limit - len(out))
+            return out
+        return self._pull_segments(replica, after, limit)
+
+    def _at_floor(self, replica: str, folded: int) -> list[dict] | None:
+        """The op at the compaction floor when this device holds it (the engine's first pull
+        starts one op early to compare it): checked against compact.json's fingerprint of
+        it instead of downloading the base for one op.  None: not held here."""
+        mine = self.store.log.get_op(replica, folded) if self.store is not None else None
+        last = (self.compacted.get("last") or {}).get(replica)
+        if mine is None or not last:
+            return None
+        if [list(mine["hlc"]), mine["kind"]] != [list(last[0]), last[1]]:
+            raise SyncConflict(f"remote {self.name!r} holds a different op {mine['id']} than this device "
+                               f"(two devices share replica id {replica})", hint=CLASH_HINT)
+        return [mine]
+
+    def _pull_segments(self, replica: str, after: int, limit: int | None) -> list[dict]:
         want = after + 1
         segs = [s for s in self._listing.get(replica, []) if s.last >= want]
         if not segs or segs[0].first > want:
@@ -295,8 +365,12 @@ class S3Remote(S3Objects):
             local = self.store.log.version_vector().get(own, 0)
             at = min(remote_head, local)
             if at >= 1 and at != self._verified:
-                theirs = self.pull(own, at - 1, 1)
                 mine = self.store.log.ops_of(own, at - 1, 1)
+                last = (self.compacted.get("last") or {}).get(own)
+                if at == floor_of(self.compacted).get(own) and last:  # its segment is gone
+                    theirs = [{**mine[0], "hlc": last[0], "kind": last[1]}] if mine else []
+                else:
+                    theirs = self.pull(own, at - 1, 1)
                 if theirs and mine and not same_op(theirs[0], mine[0]):
                     raise SyncConflict(f"remote {self.name!r} holds a different op {mine[0]['id']} than "
                                        f"this device: two devices share replica id {own}", hint=CLASH_HINT)

@@ -47,12 +47,11 @@ class Precondition(Exception):
 def make_client(cfg: RemoteConfig) -> Any:
     """A boto3 S3 client for the remote: credentials from the remote's config, else its
     profile, else the usual chain; path-style addressing for custom endpoints."""
-    import boto3
     import botocore.exceptions
     from botocore.config import Config
 
     try:
-        session = boto3.session.Session(profile_name=cfg.profile) if cfg.profile else boto3.session.Session()
+        session = _session(cfg.profile)
     except botocore.exceptions.ProfileNotFound:
         raise ConfigError(f"remote {cfg.name!r}: AWS profile {cfg.profile!r} is not configured",
                           hint="add it to ~/.aws/config (`aws configure --profile NAME`) or "
@@ -71,8 +70,30 @@ def make_client(cfg: RemoteConfig) -> Any:
     creds: dict[str, Any] = {}
     if cfg.access_key_id and cfg.secret_access_key:
         creds = {"aws_access_key_id": cfg.access_key_id, "aws_secret_access_key": cfg.secret_access_key}
-    return session.client("s3", endpoint_url=cfg.endpoint_url, region_name=region,
-                          config=Config(**options), **creds)
+    with _SESSION_LOCK:  # a session makes clients one at a time
+        return session.client("s3", endpoint_url=cfg.endpoint_url, region_name=region,
+                              config=Config(**options), **creds)
+
+
+_SESSIONS: dict[tuple, Any] = {}
+_SESSION_LOCK = threading.Lock()
+
+
+def _session(profile: str | None) -> Any:
+    """One boto3 session per profile and environment in this process: a new session loads
+    the S3 service model again (~0.3 s), and a daemon or a test opens remotes often."""
+    import os
+
+    import boto3
+
+    env = tuple(os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                                            "AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
+                                            "AWS_DEFAULT_REGION", "AWS_REGION"))
+    with _SESSION_LOCK:
+        key = (profile, env)
+        if key not in _SESSIONS:
+            _SESSIONS[key] = boto3.session.Session(profile_name=profile) if profile else boto3.session.Session()
+        return _SESSIONS[key]
 
 
 

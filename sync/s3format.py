@@ -18,6 +18,7 @@ from brandmind.ops import Kind
 SEGMENT_OPS = 5000            # format constant: no segment holds more ops than this
 SEGMENT_BYTES = 8 << 20       # about this much JSON per segment (one op may exceed it)
 HEADS = "heads.json"
+COMPACT = "compact.json"      # compaction's record (compact.py): base snapshot, floor per replica
 SEG_RE = re.compile(r"^(\d{12})-(\d{12})\.seg$")
 REPLICA_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
@@ -65,6 +66,12 @@ def merge_heads(doc: dict | None, new: dict[str, int]) -> dict:
     out["format"] = 1
     out["heads"] = dict(sorted(heads.items()))
     return out
+
+
+def floor_of(doc: dict | None) -> dict[str, int]:
+    """compact.json's floor: replica -> the seq up to which its segments may be gone (those
+    ops are in the base snapshot's log)."""
+    return {r: int(n) for r, n in ((doc or {}).get("floor") or {}).items() if REPLICA_RE.match(r)}
 
 
 def coverage(floor: int, segs: Iterable[Segment]) -> int:

@@ -45,6 +45,7 @@ from brandmind.storage.snapshot import compact_copy
 from .handle import store_of
 
 INDEX = "snapshots/index.json"
+COMPACT = "compact.json"       # compaction's record (compact.py): its base is never pruned here
 PART_BYTES = 32 << 20
 KEEP = 2
 FORMAT = 1
@@ -68,8 +69,16 @@ def _iso_now() -> str:
 def create(store: Any, remote: Any, *, part_bytes: int = PART_BYTES, keep: int = KEEP) -> dict:
     """Make a snapshot of this store's state on ``remote`` (an ObjectRemote: S3); returns its
     entry.  ``store``: a StoreHandle (a Memory gives its ``.store``)."""
-    store = store_of(store)
     t0 = time.perf_counter()
+    entry, parts = upload(store, remote, part_bytes=part_bytes)
+    register(remote, entry, keep)
+    return {**entry, "parts": parts, "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def upload(store: Any, remote: Any, *, part_bytes: int = PART_BYTES) -> tuple[dict, int]:
+    """Write a snapshot's parts, then its manifest, but not into the index (``register``):
+    compaction (compact.py) names it its base first.  Returns (entry, number of parts)."""
+    store = store_of(store)
     work = Path(tempfile.mkdtemp(prefix=".snapshot-", dir=Path(store.paths.data_dir)))
     try:
         tar_path, vv = _pack(store, work)
@@ -80,8 +89,7 @@ def create(store: Any, remote: Any, *, part_bytes: int = PART_BYTES, keep: int =
                  "bytes": size, "model": store.sql.model, "dim": store.sql.dim, "created": _iso_now()}
         manifest = {"format": FORMAT, **entry, "parts": parts}
         remote.put(name, remote.keyring.seal(name, dumps(manifest)))
-        _index(remote, entry, keep)
-        return {**entry, "parts": len(parts), "seconds": round(time.perf_counter() - t0, 3)}
+        return entry, len(parts)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -116,8 +124,9 @@ def _upload_parts(remote: Any, tar_path: Path, name: str, part_bytes: int) -> li
     return list(remote.map(put_part, list(range(n_parts))))
 
 
-def _index(remote: Any, entry: dict, keep: int) -> None:
-    """Add ``entry`` to the index (CAS), keeping the ``keep`` newest; delete the others."""
+def register(remote: Any, entry: dict, keep: int = KEEP) -> int:
+    """Add ``entry`` to the index (CAS), keeping the ``keep`` newest; delete the others,
+    except compaction's base (compact.py: the ops its segments no longer hold are in it)."""
     dropped: list[dict] = []
 
     def merge(doc: dict | None) -> dict:
@@ -127,11 +136,20 @@ def _index(remote: Any, entry: dict, keep: int) -> None:
         return {"format": FORMAT, "snapshots": items[-keep:] if keep > 0 else items}
 
     remote.cas(INDEX, merge)
+    if not dropped:
+        return 0
+    # read after the index changed: a snapshot becomes a base before it enters the index
+    base, _ = remote.read_doc(COMPACT)
+    gone = 0
     for old in dropped:  # best effort: a reader that still holds the old index fails cleanly
+        if old["name"] == (base or {}).get("base"):
+            continue
         try:
             _delete_snapshot(remote, old["name"])
+            gone += 1
         except BMError:
             pass
+    return gone
 
 
 def _delete_snapshot(remote: Any, name: str) -> None:
@@ -164,10 +182,9 @@ def bootstrap(store: Any, remote: Any, *, forced: bool = False) -> dict | None:
             raise UsageError("--bootstrap starts an empty store from a snapshot; this store has ops already",
                              hint="run `bm sync now` without --bootstrap (it pulls only what is missing)")
         return None
-    items = snapshots(remote)
-    if not items:
+    best = _best(remote)
+    if best is None:
         return None
-    best = max(items, key=lambda s: (s.get("ops", 0), s.get("created", "")))
     t0 = time.perf_counter()
     manifest, _ = remote.read_doc(best["name"])
     if manifest is None or manifest.get("format") != FORMAT:
@@ -179,6 +196,31 @@ def bootstrap(store: Any, remote: Any, *, forced: bool = False) -> dict | None:
         return _install(store, remote, new, work, manifest, t0)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _best(remote: Any) -> dict | None:
+    """The snapshot to start from: the one covering the most ops, but compaction's base
+    (compact.py) unless another covers all it does: ops older than the base may be nowhere
+    else, and a device starting from the base reads none of it twice."""
+    items = snapshots(remote)
+    best = max(items, key=lambda s: (s.get("ops", 0), s.get("created", ""))) if items else None
+    doc, _ = remote.read_doc(COMPACT)
+    if doc and doc.get("base"):
+        base_vv = {r: int(n) for r, n in (doc.get("vv") or {}).items()}
+        vv = (best or {}).get("vv") or {}
+        if best is None or any(int(vv.get(r, 0)) < n for r, n in base_vv.items()):
+            return {"name": doc["base"], "vv": base_vv}
+    return best
+
+
+def fetch(remote: Any, name: str, work: Path) -> Path:
+    """Download and verify snapshot ``name`` into the directory ``work``; returns the
+    directory holding its ``log.lmdb`` and ``memory.sqlite`` (compaction's base is read so)."""
+    manifest, _ = remote.read_doc(name)
+    if manifest is None or manifest.get("format") != FORMAT:
+        raise SnapshotError(f"snapshot {remote.where(name)} is missing or of an unknown format",
+                            hint="sync again: a newer compaction may have replaced it")
+    return _download(remote, name, manifest, work)
 
 
 def _download(remote: Any, name: str, manifest: dict, work: Path) -> Path:

@@ -1,0 +1,200 @@
+"""What an S3 remote keeps (sync/compact.py, sync/rotate.py), on a real S3 server (SeaweedFS
+`weed mini`, one per module, a bucket per test), stores in this process (hash embedder):
+
+* compaction folds the segments into a snapshot and deletes them, the old snapshots and the
+  unreferenced blobs: after a forget and the next compaction no object in the bucket decrypts
+  to the forgotten text (every object decrypted with every key, the log's deflated values
+  inflated); a device pushing while another compacts loses nothing; a stale compactor stops;
+* key rotation re-seals every object under a new key (the server sees only sealed bytes),
+  devices that import it keep syncing, a device with only the old key gets one `Error:` line;
+* a device offline for 90 days (clock shifted: brandmind.clock), older than two compactions,
+  converges and brings nothing forgotten back;
+* a remote that loses or rewrites its log (emptied, restored from an old copy, a segment
+  replaced) never costs local ops: they are pushed again (or the round stops with a conflict).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import assert_error  # noqa: E402
+from seaweed import SKIP_REASON, start_seaweed, weed_path  # noqa: E402
+
+from brandmind.logvalues import DICTIONARY_V1  # noqa: E402
+
+pytestmark = pytest.mark.skipif(weed_path() is None, reason=SKIP_REASON)
+DAY_MS = 86_400_000
+
+
+@pytest.fixture(scope="module")
+def sw(tmp_path_factory):
+    server = start_seaweed(tmp_path_factory.mktemp("seaweed"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def aws(sw, monkeypatch):
+    for k in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(k)
+    for k, v in sw.env().items():
+        monkeypatch.setenv(k, v)
+    return sw
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def _mem(home: Path, **config):
+    from brandmind.config import Config
+    from brandmind.memory import Memory
+
+    return Memory(create=True, config=Config.load(home, **config))
+
+
+def _cfg(sw, bucket: str):
+    from brandmind.sync.config import make_s3
+
+    return make_s3("origin", bucket=bucket, prefix="p", endpoint_url=sw.endpoint)
+
+
+def _remote(mem, sw, bucket: str):
+    from brandmind.sync.s3 import open_remote
+
+    return open_remote(mem.store, _cfg(sw, bucket))
+
+
+def _join(mem, sw, bucket: str, key_from=None) -> None:
+    """Configure the remote (for `bm` runs) and take the key of ``key_from``."""
+    from brandmind.crypto import Keyring
+    from brandmind.sync.config import add_remote
+
+    add_remote(mem.paths.data_dir, _cfg(sw, bucket), replace=True)
+    if key_from is not None:
+        Keyring(mem.paths.data_dir).import_key(Keyring(key_from.paths.data_dir).active().export_text())
+
+
+def sync(mem, sw, bucket: str) -> dict:
+    from brandmind.sync.engine import sync_once
+
+    rem = _remote(mem, sw, bucket)
+    try:
+        report = sync_once(mem.store, rem)
+    finally:
+        rem.close()
+    assert not report["errors"], report
+    return report
+
+
+def compact(mem, sw, bucket: str, **kw) -> dict:
+    from brandmind.sync.compact import compact as run
+
+    rem = _remote(mem, sw, bucket)
+    try:
+        return run(mem.store, rem, **kw)
+    finally:
+        rem.close()
+
+
+def export(mem) -> list[str]:
+    from brandmind.exchange import export_lines
+
+    return sorted(line for line in export_lines(mem) if '"kind":"header"' not in line)
+
+
+def inflated(data: bytes) -> bytes:
+    """Every deflated value found anywhere in ``data``, inflated: the log's packed ops and
+    beads (0x01 + raw deflate with brandmind/logvalues.py's dictionary) and zlib streams."""
+    out = []
+    for marker, make in ((b"\x01", lambda: zlib.decompressobj(-15, DICTIONARY_V1)),
+                         (b"\x78\x9c", zlib.decompressobj), (b"\x78\x01", zlib.decompressobj),
+                         (b"\x78\xda", zlib.decompressobj)):
+        skip = 1 if marker == b"\x01" else 0
+        at = data.find(marker)
+        while at >= 0:
+            try:
+                text = make().decompress(data[at + skip:at + skip + 65536], 1 << 20)
+            except zlib.error:
+                text = b""
+            if len(text) >= 8:
+                out.append(text)
+            at = data.find(marker, at + 1)
+    return b"\n".join(out)
+
+
+def plaintexts(sw, bucket: str, *mems) -> dict[str, bytes]:
+    """Every object of the bucket decrypted with every key the stores hold (a snapshot's
+    parts joined), with what is deflated inside inflated."""
+    from brandmind.crypto import Keyring, header_key_id, open_sealed
+
+    keys = {}
+    for mem in mems:
+        ring = Keyring(mem.paths.data_dir)
+        keys.update({k["key_id"]: ring.get(k["key_id"]) for k in ring.describe()["keys"]})
+    out = {}
+    for full, body in sw.objects(bucket).items():
+        rel = full.split("/", 1)[1]
+        assert body[:4] == b"bmS3", full
+        plain = open_sealed(keys[header_key_id(body, full)], rel, body, full)
+        out[rel] = plain + b"\n" + inflated(plain)
+    return out
+
+
+def holding(texts: dict[str, bytes], *needles: str) -> list[str]:
+    return sorted({f"{rel}: {n}" for rel, body in texts.items() for n in needles
+                   if n.encode() in body or n.lower().encode() in body})
+
+
+# -- 1. compaction ------------------------------------------------------------------------------------
+def test_compaction_leaves_nothing_forgotten_on_the_remote(aws, tmp_path):
+    from brandmind.sync import snapshot
+
+    sw = aws
+    bucket = sw.new_bucket()
+    with _mem(tmp_path / "a") as a, _mem(tmp_path / "b") as b:
+        _join(a, sw, bucket)
+        _join(b, sw, bucket, key_from=a)
+        gone = a.remember("Ann's locker code is zqlocker-4471", user="ann")["id"]
+        a.remember("zqgoneuser keeps a diary about the lighthouse", user="zq-gone")
+        a.config.blob_threshold, old = 100, a.config.blob_threshold
+        a.add_bead("zqbigbead " + "the minutes of the zqgoneuser meeting " * 10, user="zq-gone")
+        a.config.blob_threshold = old
+        for i in range(12):
+            a.remember(f"note {i} from a about tea", user="ann")
+            b.remember(f"note {i} from b about coffee", user="bob")
+        sync(a, sw, bucket), sync(b, sw, bucket), sync(a, sw, bucket)
+        rem = _remote(a, sw, bucket)
+        snapshot.create(a.store, rem)  # an ordinary snapshot, made before the forget
+        rem.close()
+        b.forget(gone)  # forgotten on b
+        b.forget_user("zq-gone")
+        sync(b, sw, bucket), sync(a, sw, bucket)
+        needles = ("zqlocker", "zqgoneuser", "zqbigbead")
+        before = holding(plaintexts(sw, bucket, a), *needles)
+        assert {n.split(": ")[1] for n in before} == set(needles)  # the scan sees them while they are there
+        assert any(k.startswith("blobs/") for k in (n.split(": ")[0] for n in before))
+        done = compact(a, sw, bucket, blob_grace_s=0)
+        assert done["compacted"] and done["segments_deleted"] == 3, done
+        assert done["snapshots_deleted"] >= 1 and done["blobs_deleted"] == 1, done
+        texts = plaintexts(sw, bucket, a)
+        assert holding(texts, *needles) == []
+        assert holding(texts, "note 11 from b") != []  # what is not forgotten is still there
+        assert not [k for k in texts if k.startswith("ops/")]  # every segment was folded
+        assert compact(a, sw, bucket)["compacted"] is False  # nothing new to fold
+        # both devices go on; a new device starts from the base and converges
+        a.remember("after the compaction from a", user="ann")
+        b.remember("after the compaction from b", user="bob")
+        for mem in (a, b, a):
+            sync(mem, sw, bucket)
+        with _mem(tmp_path / "c") as c:
+            _join(c, sw, bucket, key_from=a)
+            rem = _remote(c, sw, bucket)
+            assert snapshot.bootstrap(c.store, rem)["snapshot"] == done["base"]
+            rem.close()
+            sync(c, sw, bucket)
+            assert export(a) == export(b) == export(c)
+            assert "zqlocker" not in "\n".join(export(c))
