@@ -23,6 +23,9 @@ retired, not ended) unless ``include_retired``.  Every item is reached at its sm
 hop count; once more than ``limit`` items are known, no new ones are added and
 ``truncated`` is set.
 
+Views (:meth:`Graph.hubs`, :meth:`Graph.clusters`; brandmind/graphviews.py): the most connected
+entities and communities of entities, over the edges current now or true at a date.
+
 ``mem.facts.history`` (brandmind/facts.py) follows a fact's versions.  The SQL is in
 brandmind/storage/graph.py; how the ``kg.*`` ops land in SQLite, in brandmind/applying.py.
 
@@ -50,7 +53,7 @@ import math
 from typing import Any, Iterable
 
 from . import facts as F
-from . import validate
+from . import graphviews, validate
 from .clock import hlc_key, iso, new_id, now_millis
 from .errors import InvalidInput, NotFound, UsageError
 from .logforget import forget_nodes_in_log
@@ -268,6 +271,19 @@ class Graph:
         return {"root": root, "radius": radius, "nodes": nodes,
                 "edges": sorted(walk.edges.values(), key=lambda e: (e["src"], e["dst"], e["predicate"], e.get("id") or "")),
                 "truncated": walk.truncated}
+
+    # -- views: hubs and clusters (brandmind/graphviews.py) ----------------------------------------
+    def hubs(self, *, user: str | None = None, at: str | int | None = None, limit: int = 20,
+             by: str = "degree") -> list[dict]:
+        """The user's most connected entities (degree, neighbors, weight, memories), best first,
+        over the edges current now or true ``at`` a date (brandmind/graphviews.py)."""
+        return graphviews.hubs(self.store, user=user, at=at, limit=limit, by=by)
+
+    def clusters(self, *, user: str | None = None, at: str | int | None = None, limit: int = 20,
+                 min_size: int = 2, top: int = 5) -> list[dict]:
+        """Communities of the user's entities (Louvain, seeded), largest first, each with its
+        ``top`` best-connected entities and member memories (brandmind/graphviews.py)."""
+        return graphviews.clusters(self.store, user=user, at=at, limit=limit, min_size=min_size, top=top)
 
 
 class _Walk:

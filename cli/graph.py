@@ -1,4 +1,4 @@
-"""kg node/link/show/neighbors, and repair: list/rm/merge."""
+"""kg node/link/show/neighbors, repair: list/rm/merge, and views: hubs/clusters."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .common import JsonOpt, UserOpt, open_store
+from .common import JsonOpt, UserOpt, date_option, open_store, option
 from .output import emit, info, kv_table, wants_json
 
 kg_app = typer.Typer(help="The knowledge graph: typed nodes and edges linked to memories.", no_args_is_help=True)
@@ -219,3 +219,137 @@ def _neighbors_table(result: dict):  # type: ignore[no-untyped-def]
     if result["truncated"]:
         edges.caption = "truncated: too many neighbours"
     return Group(nodes, edges)
+
+
+# -- views: hubs and clusters ------------------------------------------------------------------------
+AtOpt = Annotated[Optional[str], date_option("--at", help="The graph as it was true on this date (ISO 8601; world time, as `bm recall --as-of`); default now.")]
+
+
+def _check_by(value: str) -> str:
+    from brandmind.graphviews import check_by
+
+    return check_by(value)
+
+
+@kg_app.command("hubs")
+def kg_hubs(
+    limit: Annotated[int, typer.Option("--limit", "-k", help="At most this many entities.")] = 20,
+    by: Annotated[str, option("--by", help="Rank by degree (edges) or weight (summed edge weights).", check=_check_by)] = "degree",
+    at: AtOpt = None,
+    user: UserOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The most connected entities: degree (current edges touching it), distinct neighbours,
+    weight (the edges' summed weights: a fact's confidence, a `kg link` its -w) and how many
+    current memories mention it.
+
+    Retired, ended and forgotten facts do not count.  JSON when piped: a list of {"id",
+    "name", "type", "degree", "neighbors", "weight", "memories"}.
+
+    \b
+    Examples:
+      bm kg hubs -u ann
+      bm kg hubs -u ann --by weight --limit 5
+      bm kg hubs -u ann --at 2024-01-01 | jq -r '.[].name'   # as it was then
+    """
+    from brandmind.errors import UsageError
+
+    if limit < 1:
+        raise UsageError(f"--limit must be at least 1, got {limit}", hint="e.g. --limit 10")
+    with open_store() as mem:
+        found = mem.graph.hubs(user=user, at=at, limit=limit, by=by)
+        if not found:
+            _note_empty(mem, user, at)
+    emit(found, as_json=as_json, jsonl=False, table=lambda rows: _hubs_table(rows, by))
+
+
+def _note_empty(mem, user: Optional[str], at: Optional[str]) -> None:  # type: ignore[no-untyped-def]
+    """On stderr: why a graph view found nothing (an unknown user, or no current edges)."""
+    from .common import note_unknown_user
+
+    name = mem.store.user(user)
+    if not mem.admin.has_user(name) and not getattr(mem, "throwaway", False):
+        note_unknown_user(mem, user)
+        return
+    when = f" on {at}" if at else ""
+    info(f"note: user {name!r} has no current edges between entities{when}; add some with "
+         f"`bm kg link Ann lives_in Lisbon -u {name}`, `bm remember --fact ...` or `bm ingest --extract`")
+
+
+def _hubs_table(rows: list, by: str):  # type: ignore[no-untyped-def]
+    from rich import box
+    from rich.table import Table
+
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
+    for col in ("name", "type", "degree", "nbrs", "weight", "mems", "id"):
+        t.add_column(col, overflow="fold" if col == "name" else "ellipsis", no_wrap=col != "name",
+                     justify="right" if col in ("degree", "nbrs", "weight", "mems") else "left",
+                     ratio=1 if col == "name" else None, min_width=10 if col == "name" else None)
+    for h in rows:
+        t.add_row(h["name"], h["type"], str(h["degree"]), str(h["neighbors"]), f"{h['weight']:.2f}",
+                  str(h["memories"]), h["id"])
+    t.caption = (f"by {by}; degree: current edges; nbrs: distinct neighbours; weight: summed edge weights; "
+                 "mems: memories mentioning it") if rows else "no hubs"
+    return t
+
+
+@kg_app.command("clusters")
+def kg_clusters(
+    limit: Annotated[int, typer.Option("--limit", "-k", help="At most this many clusters.")] = 20,
+    min_size: Annotated[int, typer.Option("--min-size", "-m", help="Only clusters of at least this many entities.")] = 2,
+    top: Annotated[int, typer.Option("--top", "-n", help="Entities and memories shown per cluster.")] = 5,
+    at: AtOpt = None,
+    user: UserOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Communities of entities (Louvain, seeded: the same graph gives the same clusters),
+    largest first, each with its best-connected entities and the memories whose facts link
+    them.
+
+    Entities are tied by their current edges and by the typed links between current memories
+    (`bm memories link`; not contradicts).  JSON when piped: a list of {"cluster", "size",
+    "edges", "weight", "entities": [{"id", "name", "type", "degree"}], "memories": [{"id",
+    "text", "type", "ts"}], "memory_count"}.
+
+    \b
+    Examples:
+      bm kg clusters -u ann
+      bm kg clusters -u ann --min-size 5 --limit 3 --top 10
+      bm kg clusters -u ann | jq -r '.[] | [.size, .entities[0].name] | @tsv'
+    """
+    from brandmind.errors import UsageError
+
+    for flag, value in (("--limit", limit), ("--min-size", min_size), ("--top", top)):
+        if value < 1:
+            raise UsageError(f"{flag} must be at least 1, got {value}", hint=f"e.g. {flag} 5")
+    with open_store() as mem:
+        found = mem.graph.clusters(user=user, at=at, limit=limit, min_size=min_size, top=top)
+        if not found:
+            if mem.graph.hubs(user=user, at=at, limit=1):
+                info(f"note: no cluster has {min_size} or more entities; try a smaller --min-size")
+            else:
+                _note_empty(mem, user, at)
+    emit(found, as_json=as_json, jsonl=False, table=_clusters_table)
+
+
+def _clusters_table(rows: list):  # type: ignore[no-untyped-def]
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
+    t.add_column("#", justify="right", no_wrap=True)
+    t.add_column("size", justify="right", no_wrap=True)
+    t.add_column("top entities (degree inside) · memories", overflow="fold", ratio=1, min_width=20)
+    for c in rows:
+        cell = Text(", ".join(f"{e['name']} ({e['degree']})" for e in c["entities"]))
+        more = c["size"] - len(c["entities"])
+        if more > 0:
+            cell.append(f" +{more} more", style="dim")
+        for m in c["memories"]:
+            cell.append(f"\n  {m['text'] if len(m['text']) <= 120 else m['text'][:119] + '…'}", style="dim")
+        if c["memory_count"] > len(c["memories"]):
+            cell.append(f"\n  +{c['memory_count'] - len(c['memories'])} more memories", style="dim")
+        t.add_row(str(c["cluster"]), str(c["size"]), cell)
+    t.caption = "clusters by size; --json for ids" if rows else "no clusters"
+    return t

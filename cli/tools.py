@@ -178,6 +178,16 @@ def _kg_neighbors(mem: Any, a: dict) -> dict:
     return _public(mem.graph.neighbors(a["ref"], a.get("radius", 1), user=a.get("user")))
 
 
+def _kg_hubs(mem: Any, a: dict) -> dict:
+    return {"hubs": mem.graph.hubs(user=a.get("user"), at=a.get("at"), limit=a.get("limit", 20),
+                                   by=a.get("by") or "degree")}
+
+
+def _kg_clusters(mem: Any, a: dict) -> dict:
+    return {"clusters": mem.graph.clusters(user=a.get("user"), at=a.get("at"), limit=a.get("limit", 20),
+                                           min_size=a.get("min_size", 2), top=a.get("top", 5))}
+
+
 def _skill_match(mem: Any, a: dict) -> dict:
     return {"skills": _public(mem.skills.match(a["query"], k=a.get("k", 5)))}
 
@@ -205,6 +215,8 @@ _RECALL = dict(
             "k": {"type": "integer", "minimum": 1, "maximum": 1000,
                   "description": "How many results (default 10; with agent, 5 of its own and 3 shared)."}},
     required=("query",), run=_recall, read_only=True, idempotent=True)
+_VIEW_LIMIT = {"type": "integer", "minimum": 1, "maximum": 1000, "description": "How many (default 20)."}
+_AT = _s("A date (ISO 8601, e.g. 2024-05-01): the graph as it was true then; omit for now.", minLength=1)
 _NEIGHBOR_RADIUS = {"type": "integer", "minimum": 1, "maximum": 3, "description": "Hops to walk: 1 (default), 2 or 3."}
 
 TOOLS: list[Tool] = [
@@ -270,6 +282,24 @@ TOOLS: list[Tool] = [
          {"ref": _s("An entity name or node id (n_...), or a memory id (m_...).", minLength=1),
           "radius": _NEIGHBOR_RADIUS, "user": USER},
          ("ref",), _kg_neighbors, read_only=True, idempotent=True),
+    Tool("kg_hubs", "Most connected entities",
+         "The user's most connected entities in the knowledge graph (people, places, tools ... that most "
+         "current facts touch), best first, with degree, distinct neighbours, summed edge weight and how many "
+         "memories mention each. Same as `bm kg hubs`.",
+         {"user": USER, "limit": _VIEW_LIMIT, "by": _s("Rank by degree (default) or weight.", enum=["degree", "weight"]),
+          "at": _AT},
+         (), _kg_hubs, read_only=True, idempotent=True),
+    Tool("kg_clusters", "Clusters of related entities",
+         "Communities of the user's entities (what their facts tie together: e.g. work, family, a hobby), "
+         "largest first, each with its best-connected entities and the memories that link them. Same as "
+         "`bm kg clusters`.",
+         {"user": USER, "limit": _VIEW_LIMIT,
+          "min_size": {"type": "integer", "minimum": 1, "maximum": 1_000_000,
+                       "description": "Only clusters of at least this many entities (default 2)."},
+          "top": {"type": "integer", "minimum": 1, "maximum": 1000,
+                  "description": "Entities and memories listed per cluster (default 5)."},
+          "at": _AT},
+         (), _kg_clusters, read_only=True, idempotent=True),
     Tool("skill_match", "Find skills for a task",
          "The stored skills (procedures: how to do something) that best fit a task, best first, with scores. "
          "Same as `bm skill match`.",

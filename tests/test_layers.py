@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("rules", ["ops", "merge", "opcheck", "blockrules", "personarules", "skillrules", "logforget",
                "held", "converge", "applying", "projection", "replication"]),
     ("store", ["store"]),
-    ("domain", ["beads", "scoring", "recall", "query", "factrules", "facts", "graph", "blocks", "personas", "skills",
+    ("domain", ["beads", "scoring", "recall", "query", "factrules", "facts", "graphviews", "graph", "blocks", "personas", "skills",
                 "workspace_files", "workspace_s3", "workspace_index", "workspace", "privacy", "context", "consolidate",
                 "importers",  # (bm import --from: reads other tools' exports; the facade stores them)
                 "forgetting", "exchange", "extract.run", "ingesting", "backlog", "admin"]),
@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, list[str]]] = [
 ]
 HEAVY = {"numpy", "apsw", "lmdb", "onnxruntime", "onnx", "pycrdt", "boto3", "botocore", "sqlite_vec",
          "redis", "falkordb", "graphiti_core", "zep_cloud", "mcp", "httpx", "ollama", "tokenizers",
-         "huggingface_hub", "hypothesis", "cryptography"}
+         "huggingface_hub", "hypothesis", "cryptography", "networkx"}
 
 
 def rank_of(module: str) -> tuple[int, int] | None:

@@ -97,6 +97,11 @@ def test_every_tool_over_stdio(store):
         assert edge["predicate"] == "lives_in"
         around = await call(s, "kg_neighbors", {"ref": "Ann", "user": "ann"})
         assert [n["name"] for n in around["nodes"]] == ["Lisbon"] and "_user" not in around["root"]
+        hubs = await call(s, "kg_hubs", {"user": "ann", "by": "weight", "limit": 1})
+        assert [(h["name"], h["degree"]) for h in hubs["hubs"]] == [("Ann", 1)]  # graph views
+        groups = await call(s, "kg_clusters", {"user": "ann", "min_size": 2, "top": 1})
+        assert [(c["size"], c["entities"][0]["name"]) for c in groups["clusters"]] == [(2, "Ann")]
+        assert "cannot read at 'someday'" in await error(s, "kg_hubs", {"user": "ann", "at": "someday"})
         link = await call(s, "create_link", {"src": note["id"], "dst": ann["id"], "type": "supports", "strength": 0.8})
         assert (link["src"], link["dst"], link["predicate"], link["weight"]) == (note["id"], ann["id"], "supports", 0.8)
         linked = await call(s, "get_linked_notes", {"id": ann["id"]})

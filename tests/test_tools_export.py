@@ -17,7 +17,7 @@ from brandmind.cli import tools
 from brandmind.errors import BMError, UsageError
 
 NAMES = ["remember", "recall", "get", "context", "forget", "block_get", "block_list", "block_set", "block_append",
-         "kg_link", "kg_neighbors", "skill_match", "recall_memory", "create_note", "create_link",
+         "kg_link", "kg_neighbors", "kg_hubs", "kg_clusters", "skill_match", "recall_memory", "create_note", "create_link",
          "get_linked_notes"]
 
 
@@ -45,7 +45,7 @@ def test_the_tool_set_is_the_issues_and_follows_the_cli():
 def test_annotations_say_what_each_tool_does_to_the_store():
     reads = {t.name for t in tools.TOOLS if t.read_only}
     assert reads == {"recall", "recall_memory", "get", "context", "block_get", "block_list", "kg_neighbors",
-                     "skill_match", "get_linked_notes"}
+                     "skill_match", "get_linked_notes", "kg_hubs", "kg_clusters"}
     assert {t.name for t in tools.TOOLS if t.destructive} == {"forget", "block_set"}
     assert not any(t.read_only and t.destructive for t in tools.TOOLS)
 

@@ -8,7 +8,7 @@ Small functions taking the ``SQLStore`` first.  Those comparing normalised names
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sqlstore import SQLStore
@@ -150,3 +150,93 @@ def is_empty(sql: "SQLStore") -> bool:
     """Whether the graph holds no mention and no edge (recall then skips its graph stage)."""
     return (sql.conn.execute("SELECT 1 FROM kg_mentions LIMIT 1").fetchone() is None
             and sql.conn.execute("SELECT 1 FROM kg_edges LIMIT 1").fetchone() is None)
+
+
+# -- graph views: hubs and clusters (brandmind/graphviews.py) -----------------------------------
+# ``cur(alias)`` gives the WHERE fragment (with ``?`` args) keeping the rows of that alias current
+# at the moment asked about (``storage.search.current_sql``, bound by the caller).
+def _live_edges(user: str, cur: Callable[[str], tuple[str, list]]) -> tuple[str, list]:
+    """The user's entity edges current at the moment asked about whose evidence, when it names
+    memories, holds one that is current then too (a fact's edge goes with its fact)."""
+    e_cur, e_args = cur("e")
+    m_cur, m_args = cur("m")
+    evidence = "SELECT 1 FROM json_each(e.evidence) j JOIN memories m ON m.id = j.value"
+    return (f"SELECT e.id, e.src, e.dst, e.weight, e.evidence FROM kg_nodes s JOIN kg_edges e ON e.src = s.id "
+            f"JOIN kg_nodes d ON d.id = e.dst WHERE s.user_id = ? AND d.user_id = ? AND {e_cur} "
+            f"AND (NOT EXISTS ({evidence}) OR EXISTS ({evidence} WHERE {m_cur}))", [user, user, *e_args, *m_args])
+
+
+def hub_rows(sql: "SQLStore", user: str, cur: Callable[[str], tuple[str, list]], *, by: str,
+             limit: int) -> list[dict]:
+    """The user's entities with current edges, most connected first (``by``: ``degree`` or
+    ``weight``): ``id, type, name, degree`` (edges touching it; a self-loop once), ``neighbors``
+    (distinct other entities), ``weight`` (the edges' summed weights)."""
+    live, args = _live_edges(user, cur)
+    order = "degree DESC, weight DESC" if by == "degree" else "weight DESC, degree DESC"
+    return list(sql.rows(
+        f"WITH live AS ({live}), ends AS (SELECT src AS node, dst AS other, weight FROM live "
+        "UNION ALL SELECT dst, src, weight FROM live WHERE dst != src) "
+        "SELECT n.id, n.type, n.name, count(*) AS degree, "
+        "count(DISTINCT CASE WHEN ends.other != ends.node THEN ends.other END) AS neighbors, "
+        "sum(ends.weight) AS weight FROM ends JOIN kg_nodes n ON n.id = ends.node GROUP BY ends.node "
+        f"ORDER BY {order}, n.name COLLATE NOCASE, n.id LIMIT ?", (*args, limit)))
+
+
+def cluster_edges(sql: "SQLStore", user: str, cur: Callable[[str], tuple[str, list]]) -> Iterator[tuple]:
+    """``(id, src, dst, weight, memories)`` of the user's current entity edges (as
+    :func:`hub_rows` counts them), ``memories`` the current memories among their evidence
+    (ids joined by ``\\x1f``, or None)."""
+    live, args = _live_edges(user, cur)
+    m_cur, m_args = cur("m")
+    return sql.conn.execute(
+        f"SELECT e.id, e.src, e.dst, e.weight, (SELECT group_concat(m.id, char(31)) FROM json_each(e.evidence) j "
+        f"JOIN memories m ON m.id = j.value WHERE {m_cur}) FROM ({live}) e ORDER BY e.id", (*m_args, *args))
+
+
+def link_ties(sql: "SQLStore", user: str, cur: Callable[[str], tuple[str, list]]) -> Iterator[tuple]:
+    """``(entity, entity, strength)`` for each current typed link between two current memories
+    of the user (``contradicts`` left out) and each pair of entities those two memories
+    mention (one from each end, two different entities)."""
+    parts = [cur(alias) for alias in ("l", "a", "b")]
+    where = " AND ".join(frag for frag, _ in parts)
+    return sql.conn.execute(
+        "SELECT ka.node_id, kb.node_id, l.weight FROM kg_edges l JOIN memories a ON a.id = l.src "
+        "JOIN memories b ON b.id = l.dst JOIN kg_mentions ka ON ka.memory_id = a.id "
+        "JOIN kg_mentions kb ON kb.memory_id = b.id WHERE l.predicate != 'contradicts' AND a.user_id = ? "
+        f"AND b.user_id = ? AND ka.node_id != kb.node_id AND {where} ORDER BY l.id, ka.node_id, kb.node_id",
+        (user, user, *[a for _, args in parts for a in args]))
+
+
+def mention_counts(sql: "SQLStore", node_ids: list[str], cur: Callable[[str], tuple[str, list]]) -> dict[str, int]:
+    """node id -> how many current memories mention it."""
+    m_cur, m_args = cur("m")
+    out: dict[str, int] = {}
+    for start in range(0, len(node_ids), 500):
+        chunk = node_ids[start:start + 500]
+        out.update(sql.conn.execute(
+            f"SELECT k.node_id, count(*) FROM kg_mentions k JOIN memories m ON m.id = k.memory_id "
+            f"WHERE k.node_id IN ({','.join('?' * len(chunk))}) AND {m_cur} GROUP BY k.node_id",
+            (*chunk, *m_args)).fetchall())
+    return out
+
+
+def nodes_by_id(sql: "SQLStore", node_ids: list[str]) -> dict[str, dict]:
+    """id -> ``{id, type, name}`` of those nodes."""
+    out: dict[str, dict] = {}
+    for start in range(0, len(node_ids), 500):
+        chunk = node_ids[start:start + 500]
+        for row in sql.rows(f"SELECT id, type, name FROM kg_nodes WHERE id IN ({','.join('?' * len(chunk))})",
+                            tuple(chunk)):
+            out[row["id"]] = row
+    return out
+
+
+def memory_briefs(sql: "SQLStore", memory_ids: list[str]) -> dict[str, dict]:
+    """id -> ``{id, text, type, created_at}`` of those memories."""
+    out: dict[str, dict] = {}
+    for start in range(0, len(memory_ids), 500):
+        chunk = memory_ids[start:start + 500]
+        for row in sql.rows("SELECT id, text, type, created_at FROM memories "
+                            f"WHERE id IN ({','.join('?' * len(chunk))})", tuple(chunk)):
+            out[row["id"]] = row
+    return out
