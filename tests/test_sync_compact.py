@@ -198,3 +198,135 @@ def test_compaction_leaves_nothing_forgotten_on_the_remote(aws, tmp_path):
             sync(c, sw, bucket)
             assert export(a) == export(b) == export(c)
             assert "zqlocker" not in "\n".join(export(c))
+
+
+def test_a_push_during_compaction_survives_and_a_stale_compactor_stops(aws, tmp_path, monkeypatch):
+    from brandmind.sync import compact as comp
+    from brandmind.sync import snapshot
+
+    sw = aws
+    bucket = sw.new_bucket()
+    with _mem(tmp_path / "a") as a, _mem(tmp_path / "b") as b:
+        _join(a, sw, bucket)
+        _join(b, sw, bucket, key_from=a)
+        for i in range(5):
+            a.remember(f"a note {i}")
+            b.remember(f"b note {i}")
+        sync(a, sw, bucket), sync(b, sw, bucket), sync(a, sw, bucket)
+        # b pushes between a's commit of compact.json and a's deletion of segments
+        real = snapshot.register
+
+        def racing(remote, entry, keep=snapshot.KEEP):
+            b.remember("pushed while a compacts")
+            sync(b, sw, bucket)
+            return real(remote, entry, keep)
+
+        monkeypatch.setattr(comp.snapshot, "register", racing)
+        done = compact(a, sw, bucket, blob_grace_s=0)
+        monkeypatch.setattr(comp.snapshot, "register", real)
+        assert done["compacted"] and done["segments_deleted"] == 2
+        left = [k for k in sw.objects(bucket) if "/ops/" in k]
+        assert len(left) == 1  # b's new segment, past the snapshot: kept
+        # b compacting now has not seen a's base? it has: it holds everything a folded
+        b.remember("b again")
+        sync(b, sw, bucket)
+        # a stale device (c holds only part of it) cannot compact over a's base
+        with _mem(tmp_path / "c") as c:
+            _join(c, sw, bucket, key_from=a)
+            c.remember("c note")
+            with pytest.raises(comp.CompactError, match="only up to 0") as err:
+                compact(c, sw, bucket)
+            assert "bm sync now" in err.value.hint
+            # ... also when it read compact.json before a's commit: the swap refuses, its snapshot goes
+            with monkeypatch.context() as m, pytest.raises(comp.CompactError, match="meanwhile"):
+                m.setattr(comp, "record", lambda remote: {})
+                compact(c, sw, bucket)
+            assert not [k for k in sw.objects(bucket) if c.log.replica in k]
+            sync(c, sw, bucket)  # reads what a folded from the base, then b's segments
+            sync(a, sw, bucket)
+            assert export(a) == export(c)
+            assert "pushed while a compacts" in "\n".join(export(c))
+
+
+def test_a_device_offline_for_90_days_converges_and_resurrects_nothing(aws, tmp_path, monkeypatch):
+    from brandmind import clock
+
+    sw = aws
+    bucket = sw.new_bucket()
+    window = {"sync_max_skew_ms": 200 * DAY_MS}  # the whole test runs 90 days ahead of the S3 server
+    with _mem(tmp_path / "a", **window) as a, _mem(tmp_path / "d", **window) as d:
+        _join(a, sw, bucket)
+        _join(d, sw, bucket, key_from=a)
+        kept = a.remember("Ann likes green tea", user="ann")["id"]
+        gone = a.remember("Ann's old address is zqaddress 12 Elm", user="ann")["id"]
+        d.remember("d before leaving", user="ann")
+        sync(a, sw, bucket), sync(d, sw, bucket), sync(a, sw, bucket)
+        # d goes offline and writes there; 90 days pass for a
+        d.remember("d wrote this offline", user="ann")
+        monkeypatch.setattr(clock, "_TEST_SHIFT_MS", 90 * DAY_MS)
+        a.forget(gone)
+        for i in range(3):
+            a.remember(f"a note {i} while d is away", user="ann")
+            sync(a, sw, bucket)
+            compact(a, sw, bucket)  # each time: d's last-seen segments and the older base go
+        assert not [k for k in sw.objects(bucket) if "/ops/" in k]
+        # d comes back
+        report = sync(d, sw, bucket)
+        assert sum(report["pulled"].values()) == 4 and report["pushed"] == {d.log.replica: 1}
+        sync(a, sw, bucket)
+        assert export(a) == export(d)
+        text = "\n".join(export(d))
+        assert "zqaddress" not in text and "d wrote this offline" in text and kept in text
+        compact(a, sw, bucket, blob_grace_s=0)
+        assert holding(plaintexts(sw, bucket, a), "zqaddress") == []
+
+
+def test_a_remote_that_loses_or_rewrites_its_log_costs_no_local_op(aws, tmp_path):
+    sw = aws
+    bucket = sw.new_bucket()
+    client = sw.client()
+
+    def restore(objects: dict[str, bytes]) -> None:
+        for key in list(sw.objects(bucket)):
+            client.delete_object(Bucket=bucket, Key=key)
+        for key, body in objects.items():
+            client.put_object(Bucket=bucket, Key=key, Body=body)
+
+    with _mem(tmp_path / "a") as a, _mem(tmp_path / "b") as b:
+        _join(a, sw, bucket)
+        _join(b, sw, bucket, key_from=a)
+        a.remember("a first"), b.remember("b first")
+        sync(a, sw, bucket), sync(b, sw, bucket), sync(a, sw, bucket)
+        old = sw.objects(bucket)
+        a.remember("a second, pushed then lost")
+        sync(a, sw, bucket)
+        compact(a, sw, bucket)
+        a.remember("a third, never pushed")
+        want = export(a)
+        restore(old)  # the bucket goes back to an old copy: a's later ops and the compaction are gone
+        report = sync(a, sw, bucket)
+        assert report["pushed"] == {a.log.replica: 2} and export(a) == want
+        restore({})  # emptied
+        report = sync(a, sw, bucket)
+        assert report["pushed"] == {a.log.replica: 3} and export(a) == want
+        sync(b, sw, bucket)
+        # a segment of a's replaced by other ops (a device with the key writing under a's id)
+        from brandmind.oplog import dumps
+
+        rem = _remote(a, sw, bucket)
+        seg = rem.segments(a.log.replica)[0]
+        ops = rem.read_segment(seg, a.log.replica)
+        forged = [{**op, "hlc": [op["hlc"][0] + 1, 0, op["hlc"][2]]} for op in ops]
+        body = rem.keyring.seal(seg.key, dumps({"format": 1, "replica": a.log.replica, "ops": forged}))
+        rem.put(seg.key, body)
+        rem.close()
+        a.remember("a fourth, never pushed")
+        want = export(a)
+        from brandmind.sync.engine import sync_once
+
+        rem = _remote(a, sw, bucket)
+        report = sync_once(a.store, rem)
+        rem.close()
+        assert report["errors"] and "share replica id" in report["errors"][0]["message"]
+        assert export(a) == want  # nothing local went
+        assert export(b) != want and "a fourth" not in "\n".join(export(b))
