@@ -330,3 +330,59 @@ def test_a_remote_that_loses_or_rewrites_its_log_costs_no_local_op(aws, tmp_path
         assert report["errors"] and "share replica id" in report["errors"][0]["message"]
         assert export(a) == want  # nothing local went
         assert export(b) != want and "a fourth" not in "\n".join(export(b))
+
+
+# -- 2. key rotation ----------------------------------------------------------------------------------
+def test_key_rotation_reseals_everything_and_the_old_key_gets_one_error_line(aws, tmp_path, bm, monkeypatch):
+    from brandmind.crypto import Keyring, header_key_id
+    from brandmind.sync import s3client
+
+    sw = aws
+    bucket = sw.new_bucket()
+    with _mem(tmp_path / "a") as a, _mem(tmp_path / "b") as b, _mem(tmp_path / "d") as d:
+        for mem in (a, b, d):
+            _join(mem, sw, bucket, key_from=a if mem is not a else None)
+        old = Keyring(a.paths.data_dir).active().key_id
+        a.remember("zqrotate Ann keeps bees", user="ann")
+        a.config.blob_threshold, keep = 100, a.config.blob_threshold
+        a.add_bead("zqrotatebead " + "the hive inspection notes " * 10, user="ann")
+        a.config.blob_threshold = keep
+        sync(a, sw, bucket), sync(b, sw, bucket), sync(d, sw, bucket)
+        compact(a, sw, bucket)  # a base snapshot and compact.json
+        b.remember("zqrotate after the compaction", user="bob")
+        sync(b, sw, bucket), sync(a, sw, bucket)  # and a segment past it
+        before = sorted(sw.objects(bucket))
+        assert any("/blobs/" in k for k in before) and any("/ops/" in k for k in before)
+    # `bm sync key rotate` on a, every body the server receives watched
+    puts: list[tuple[str, bytes]] = []
+    real_put = s3client.S3Objects.put
+    monkeypatch.setattr(s3client.S3Objects, "put",
+                        lambda self, rel, body, **c: puts.append((rel, body)) or real_put(self, rel, body, **c))
+    monkeypatch.setenv("BM_HOME", str(tmp_path / "a"))
+    res = bm("sync", "key", "rotate", "--json")
+    assert res.code == 0, res
+    out = res.json()[0]
+    new = out["key_id"]
+    assert new != old and out["replaces"] == old and out["renamed_blobs"] == 1 and out["resealed"] >= 5
+    assert puts and all(body[:4] == b"bmS3" and header_key_id(body, rel) == new for rel, body in puts)
+    assert not [rel for rel, body in puts if b"zqrotate" in body or b"hive" in body]
+    objects = sw.objects(bucket)
+    assert all(header_key_id(body, key) == new for key, body in objects.items())
+    assert len(objects) == len(before)  # the same objects (a blob under its new name)
+    monkeypatch.setattr(s3client.S3Objects, "put", real_put)
+    # d kept only the old key: one error line naming the fix, nothing local lost
+    monkeypatch.setenv("BM_HOME", str(tmp_path / "d"))
+    assert_error(bm("sync", "now"), 1, "cannot decrypt", new, "bm sync key import")
+    # b imports the new key and keeps syncing; a new device with only the new key starts from the base
+    key = tmp_path / "new.key"
+    monkeypatch.setenv("BM_HOME", str(tmp_path / "a"))
+    assert bm("sync", "key", "export", "-o", key).code == 0
+    with _mem(tmp_path / "b") as b, _mem(tmp_path / "a") as a, _mem(tmp_path / "c") as c:
+        Keyring(b.paths.data_dir).import_key(key.read_text())
+        _join(c, sw, bucket)
+        Keyring(c.paths.data_dir).import_key(key.read_text())
+        assert len(Keyring(c.paths.data_dir).describe()["keys"]) == 1
+        b.remember("b after the rotation", user="bob")
+        sync(b, sw, bucket), sync(a, sw, bucket), sync(c, sw, bucket)
+        assert export(a) == export(b) == export(c)
+        assert "zqrotatebead" in "\n".join(export(c))  # its blob, under the new name

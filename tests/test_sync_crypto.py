@@ -146,3 +146,21 @@ def test_two_processes_making_the_key_at_once_agree(tmp_path):
              for _ in range(4)]
     ids = {p.communicate(timeout=60)[0].strip() for p in procs}
     assert len(ids) == 1 and Keyring(tmp_path).active().key_id in ids
+
+
+def test_rotate_makes_a_new_active_key_and_keeps_the_old_one_readable(tmp_path):
+    ring = Keyring(tmp_path)
+    old = ring.active()
+    blob = ring.seal("heads.json", b"{}")
+    new = ring.rotate()
+    assert new.key_id != old.key_id and ring.active().key_id == new.key_id
+    assert Keyring(tmp_path).active().key_id == new.key_id  # saved
+    assert ring.open("heads.json", blob) == b"{}"  # what the old key sealed stays readable here
+    shown = {k["key_id"]: k for k in ring.describe()["keys"]}
+    assert shown[new.key_id]["source"] == "rotated" and shown[new.key_id]["replaces"] == old.key_id
+    only_old = Keyring(tmp_path / "other")
+    only_old.import_key(old.export_text())
+    with pytest.raises(SyncKeyError) as err:
+        only_old.open("heads.json", ring.seal("heads.json", b"{}"))
+    assert new.key_id in err.value.message and "rotated" in err.value.message
+    assert "bm sync key import" in err.value.hint
