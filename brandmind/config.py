@@ -34,6 +34,12 @@ DEFAULTS: dict[str, Any] = {
     "local_variant": "int8s",
     "ollama_host": "http://127.0.0.1:11434",
     "ollama_model": "nomic-embed-text",
+    # providers (README "Providers"): an OpenAI-compatible embeddings endpoint (API key from
+    # BM_OPENAI_API_KEY or OPENAI_API_KEY) and the Hugging Face Inference API (BM_HF_TOKEN or HF_TOKEN)
+    "openai_base_url": "https://api.openai.com/v1",
+    "openai_model": "text-embedding-3-small",
+    "hf_base_url": "https://router.huggingface.co/hf-inference",
+    "hf_model": "sentence-transformers/all-MiniLM-L6-v2",
     # default owner of memories and beads when --user is not given
     "user": "default",
     # beads whose content is larger than this many bytes go to the blob store
@@ -67,6 +73,10 @@ DEFAULTS: dict[str, Any] = {
     "extractor": "rules",
     # the Ollama chat model of the llm extractor and arbiter
     "llm_model": "llama3.1:8b",
+    # where the llm extractor and arbiter chat: ollama (at ollama_host) or openai, any OpenAI-compatible
+    # chat endpoint at llm_base_url (API key from BM_LLM_API_KEY, OPENROUTER_API_KEY or OPENAI_API_KEY)
+    "llm_provider": "ollama",
+    "llm_base_url": "https://openrouter.ai/api/v1",
     # cost caps of the llm extractor, per ingest / remember / extract call
     "llm_max_calls": 100,
     "llm_max_tokens": 200000,
@@ -143,6 +153,10 @@ class Config:
     local_variant: str = DEFAULTS["local_variant"]
     ollama_host: str = DEFAULTS["ollama_host"]
     ollama_model: str = DEFAULTS["ollama_model"]
+    openai_base_url: str = DEFAULTS["openai_base_url"]
+    openai_model: str = DEFAULTS["openai_model"]
+    hf_base_url: str = DEFAULTS["hf_base_url"]
+    hf_model: str = DEFAULTS["hf_model"]
     user: str = DEFAULTS["user"]
     blob_threshold: int = DEFAULTS["blob_threshold"]
     max_memory_chars: int = DEFAULTS["max_memory_chars"]
@@ -152,6 +166,8 @@ class Config:
     workspace_profile: str = DEFAULTS["workspace_profile"]
     extractor: str = DEFAULTS["extractor"]
     llm_model: str = DEFAULTS["llm_model"]
+    llm_provider: str = DEFAULTS["llm_provider"]
+    llm_base_url: str = DEFAULTS["llm_base_url"]
     llm_max_calls: int = DEFAULTS["llm_max_calls"]
     llm_max_tokens: int = DEFAULTS["llm_max_tokens"]
     weight_vector: float = DEFAULTS["weight_vector"]
@@ -237,9 +253,8 @@ def coerce(key: str, value: Any) -> Any:
             raise ConfigError(f"config key {key!r} must be positive, got {number}",
                               hint=f"e.g. `bm config set {key} {DEFAULTS[key]}`")
         return number
-    if key == "embedder" and value not in ("local", "ollama", "hash"):
-        raise ConfigError(f"unknown embedder {value!r}",
-                          hint="use one of: local, ollama, hash (e.g. `bm config set embedder local`)")
+    if key in ("embedder", "llm_provider"):  # the providers (README "Providers")
+        return embedder_chain(value) if key == "embedder" else llm_provider(value)
     if key == "extractor" and value not in ("rules", "llm"):
         raise ConfigError(f"unknown extractor {value!r}",
                           hint="use rules (offline, the default) or llm (Ollama chat): "
@@ -251,6 +266,29 @@ def coerce(key: str, value: Any) -> Any:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"config key {key!r} must be a non-empty string",
                           hint=f"e.g. `bm config set {key} {DEFAULTS[key]}`")
+    return value
+
+
+EMBEDDERS = ("local", "ollama", "openai", "hf", "hash")
+
+
+def embedder_chain(value: Any) -> str:
+    """The ``embedder`` setting as stored: providers in order, comma-separated ("ollama,local")."""
+    parts = value if isinstance(value, (list, tuple)) else str(value).split(",") if isinstance(value, str) else None
+    names = [p.strip() if isinstance(p, str) else p for p in (parts or [])]
+    bad = [n for n in names if n not in EMBEDDERS]
+    if not names or bad or len(set(names)) != len(names):
+        what = f"unknown embedder {bad[0]!r}" if bad else f"bad embedder chain {value!r}"
+        raise ConfigError(what, hint=f"use one of {', '.join(EMBEDDERS)}, or a chain of them without repeats "
+                                     "(e.g. `bm config set embedder ollama,local`)")
+    return ",".join(names)
+
+
+def llm_provider(value: Any) -> str:
+    if value not in ("ollama", "openai"):
+        raise ConfigError(f"unknown llm_provider {value!r}",
+                          hint="use ollama or openai (any OpenAI-compatible chat endpoint at llm_base_url): "
+                               "`bm config set llm_provider openai`")
     return value
 
 

@@ -22,6 +22,7 @@ from .storage import quarantine as quarantine_schema
 from .storage import remote_map as remote_map_schema
 from .storage import skills as skills_schema
 from .storage import converge as converge_schema
+from .storage import extract as extract_schema
 from .storage import memories as memories_schema
 from .storage import recallsql as recallindex_schema
 from .storage import workspace as workspace_schema
@@ -115,10 +116,12 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0013_vec_pending", lambda dim: list(memories_schema.PENDING_SCHEMA)),
     # every memory changed or removed, and every vector made late, for the recall index
     ("0014_recall_changes", lambda dim: list(recallindex_schema.SCHEMA)),
+    # which turns an extractor has read (brandmind/extract/run.py): a re-run does not resend them
+    ("0016_extract_state", lambda dim: list(extract_schema.SCHEMA)),
 ]
 
 # tables that hold this device's own state, not a projection of the op log
-DEVICE_LOCAL_TABLES = ("remote_map",)
+DEVICE_LOCAL_TABLES = ("remote_map", "extract_state")
 
 
 def copy_device_local(src: "SQLStore", dst: "SQLStore") -> None:

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Iterator
 from . import replication, validate
 from .clock import now_millis
 from .config import Config
-from .embed import embedder_name, get_embedder
+from .embed import embedder_from_config, name_from_config
 from .errors import ModelMismatch, StoreCorrupt, StoreMissing
 from .opcheck import check as check_op
 from .oplog import BlobStore, OpLog
@@ -48,8 +48,7 @@ class Store:
         self.paths = config.paths
         self._embedder = embedder
         self._local = threading.local()  # per thread: whether vectors are deferred
-        self.embedder_name = embedder.name if embedder is not None else embedder_name(
-            config.embedder, ollama_model=config.ollama_model, local_variant=config.local_variant)
+        self.embedder_name = embedder.name if embedder is not None else name_from_config(config)
         self._open(create=create, check_model=check_model, repair=repair)
 
     def _open(self, *, create: bool, check_model: bool, repair: bool) -> None:
@@ -115,14 +114,8 @@ class Store:
 
     @property
     def embedder(self) -> Any:
-        if self._embedder is None:
-            kind = self.config.embedder
-            options: dict[str, Any] = {}
-            if kind == "local":
-                options = {"cache_dir": self.config.paths.cache_dir, "variant": self.config.local_variant}
-            elif kind == "ollama":
-                options = {"model": self.config.ollama_model, "host": self.config.ollama_host}
-            self._embedder = get_embedder(kind, **options)
+        if self._embedder is None:  # one provider or a chain of them (brandmind/embed/chain.py)
+            self._embedder = embedder_from_config(self.config)
         return self._embedder
 
     @property

@@ -17,10 +17,10 @@ import pytest
 # The layers, lowest first; inside a layer, a module may import only those before it.
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundation", ["errors", "clock", "logvalues", "validate", "config", "timewords", "crypto", "embed.base", "embed.hashing",
-                    "embed.minilm", "embed.local_build", "embed.local", "embed.ollama", "embed", "tokens",
+                    "embed.minilm", "embed.local_build", "embed.local", "embed.ollama", "embed.openai_compat", "embed.hfapi", "embed.chain", "embed", "tokens",
                     "ingest", "bulk", "piiterms", "pii", "extract.base", "extract", "extract.predicates", "extract.dates",
                     "extract.patterns", "extract.phrases", "extract.makers", "extract.verbs",
-                    "extract.clauses", "extract.rules", "extract.llm", "extract.choose", "lmdbscrub"]),
+                    "extract.clauses", "extract.rules", "extract.openai_chat", "extract.llm", "extract.choose", "lmdbscrub"]),
     ("storage", ["logtxn", "oplog", "storage", "storage.indexfile", "storage.recallsql", "storage.recallindex",
                  "storage.keywords", "storage.graph", "storage.*", "sqlstore"]),
     ("rules", ["ops", "merge", "opcheck", "blockrules", "personarules", "skillrules", "logforget",
@@ -35,6 +35,8 @@ LAYERS: list[tuple[str, list[str]]] = [
 HEAVY = {"numpy", "apsw", "lmdb", "onnxruntime", "onnx", "pycrdt", "boto3", "botocore", "sqlite_vec",
          "redis", "falkordb", "graphiti_core", "zep_cloud", "mcp", "httpx", "ollama", "tokenizers",
          "huggingface_hub", "hypothesis", "cryptography", "networkx"}
+
+HEAVY |= {"openai"}  # the OpenAI-compatible providers (embed/openai_compat.py, extract/openai_chat.py)
 
 
 def rank_of(module: str) -> tuple[int, int] | None:

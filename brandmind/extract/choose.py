@@ -22,7 +22,9 @@ def get_extractor(config: Any = None, **overrides: Any) -> Extractor:
         options: dict[str, Any] = {}
         if config is not None:
             options = {"model": config.llm_model, "host": config.ollama_host,
-                       "max_calls": config.llm_max_calls, "max_tokens": config.llm_max_tokens}
+                       "max_calls": config.llm_max_calls, "max_tokens": config.llm_max_tokens,
+                       "provider": getattr(config, "llm_provider", "ollama"),
+                       "base_url": getattr(config, "llm_base_url", None)}
         options.update(overrides)
         return LLMExtractor(**options)
     raise ConfigError(f"unknown extractor {kind!r}",

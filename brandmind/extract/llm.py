@@ -1,4 +1,4 @@
-"""Fact extraction and reconciliation through an Ollama chat model.
+"""Fact extraction and reconciliation through a chat model: Ollama, or any OpenAI-compatible endpoint.
 
 :class:`LLMExtractor` sends the turns in chunks (``chunk_turns`` turns a call,
 20 by default) to ``ollama.Client(host).chat(model, messages, format=<JSON
@@ -32,6 +32,12 @@ against the same :class:`Budget` as the extractor when they share one.
 
 The prompt version (file stem, e.g. ``extract_v1``) is ``prompt_version``; each
 extracted fact carries ``meta = {"extractor": "llm", "model", "prompt_version"}``.
+
+Providers (config ``llm_provider``): ``ollama`` (the above, at ``ollama_host``; name
+``llm:<model>``) or ``openai``: any OpenAI-compatible chat endpoint at ``llm_base_url``
+(OpenRouter by default) through ``extract/openai_chat.py``, with the same prompts, schema,
+caps and dry runs (name ``llm:openai:<model>``).  ``last_report["read"]`` lists the beads
+of the turns whose chunk got a readable answer: what extraction state records as done.
 """
 from __future__ import annotations
 
@@ -46,10 +52,13 @@ from typing import Any
 from ..clock import parse_time
 from ..errors import ExtractorUnavailable, InvalidInput
 from .base import Fact, Turn, attributable, empty_report, person_turns
+from .openai_chat import OpenAIChat
 from .predicates import normalize_predicate
 
 __all__ = ["LLMExtractor", "LLMArbiter", "Budget", "load_prompt", "FACTS_SCHEMA", "VERDICTS_SCHEMA",
-           "EXTRACT_PROMPT", "RECONCILE_PROMPT", "estimate_tokens"]
+           "EXTRACT_PROMPT", "RECONCILE_PROMPT", "estimate_tokens", "llm_name", "PROVIDERS"]
+
+PROVIDERS = ("ollama", "openai")
 
 DEFAULT_MODEL = "llama3.1:8b"
 EXTRACT_PROMPT = "extract_v1"
@@ -204,22 +213,36 @@ class _OllamaChat:
         return (content if isinstance(content, str) else None), used
 
 
+def llm_name(provider: str, model: str) -> str:
+    """The extractor's name: ``llm:<model>`` (Ollama) or ``llm:openai:<model>``."""
+    return f"llm:{model}" if provider == "ollama" else f"llm:{provider}:{model}"
+
+
+def _make_chat(provider: str, model: str, host: str | None, base_url: str | None, timeout: float,
+               budget: Budget) -> Any:
+    if provider == "ollama":
+        return _OllamaChat(model, host, timeout, budget)
+    if provider == "openai":
+        return OpenAIChat(model, base_url, budget, timeout=timeout, max_output_tokens=MAX_OUTPUT_TOKENS)
+    raise InvalidInput(f"unknown llm_provider {provider!r}", hint="use ollama or openai: `bm config set llm_provider openai`")
+
+
 class LLMExtractor:
-    """Facts through an Ollama chat model with structured output (see the module docstring)."""
+    """Facts through a chat model with structured output (see the module docstring)."""
 
     prompt_version = EXTRACT_PROMPT
 
     def __init__(self, model: str = DEFAULT_MODEL, host: str | None = None, *, max_calls: int = 100,
                  max_tokens: int = 200000, chunk_turns: int = 20, timeout: float = 120,
-                 budget: Budget | None = None) -> None:
+                 budget: Budget | None = None, provider: str = "ollama", base_url: str | None = None) -> None:
         for key, value in (("max_calls", max_calls), ("max_tokens", max_tokens), ("chunk_turns", chunk_turns)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInput(f"{key} must be a positive whole number, got {value!r}",
                                    hint=f"e.g. `bm config set llm_{key} 100`" if key != "chunk_turns" else "e.g. 20")
         self.budget = budget or Budget(max_calls=max_calls, max_tokens=max_tokens)
-        self._chat = _OllamaChat(model, host, timeout, self.budget)
+        self._chat = _make_chat(provider, model, host, base_url, timeout, self.budget)
         self.model = model
-        self.name = f"llm:{model}"
+        self.name = llm_name(provider, model)
         self.chunk_turns = chunk_turns
         self.system_prompt = load_prompt(EXTRACT_PROMPT)
         self.last_report: dict[str, Any] = empty_report()
@@ -264,6 +287,7 @@ class LLMExtractor:
         report = empty_report()
         start_calls, start_tokens = self.budget.calls, self.budget.tokens
         facts: list[Fact] = []
+        read: list[str] = []  # beads of the turns whose chunk got a readable answer
         chunks = self._chunks(turns)
         for n, chunk in enumerate(chunks):
             user = self.user_message(chunk)
@@ -279,10 +303,12 @@ class LLMExtractor:
                 report["bad_chunks"] += 1
                 continue
             got, bad = parsed
+            read.extend(turn.bead for _, turn in chunk if turn.bead)
             facts.extend(got)
             report["bad_facts"] += bad
         report["calls"] = self.budget.calls - start_calls
         report["tokens"] = self.budget.tokens - start_tokens
+        report["read"] = read
         self.last_report = report
         return facts
 
@@ -367,7 +393,7 @@ def _fact_from(item: Any, chunk: list[tuple[int, Turn]], extractor: LLMExtractor
 
 
 class LLMArbiter:
-    """The reconciliation Arbiter (``brandmind.facts``) through an Ollama chat model.
+    """The reconciliation Arbiter (``brandmind.facts``) through a chat model (Ollama or OpenAI-compatible).
 
     ``decide(new_fact, candidates)`` returns ``[(candidate id, verdict)]``; on any failure
     (server down, unreadable or incomplete answer, cap reached) it raises
@@ -376,17 +402,19 @@ class LLMArbiter:
     prompt_version = RECONCILE_PROMPT
 
     def __init__(self, model: str = DEFAULT_MODEL, host: str | None = None, *, timeout: float = 60,
-                 budget: Budget | None = None, max_calls: int = 100, max_tokens: int = 200000) -> None:
+                 budget: Budget | None = None, max_calls: int = 100, max_tokens: int = 200000,
+                 provider: str = "ollama", base_url: str | None = None) -> None:
         self.budget = budget or Budget(max_calls=max_calls, max_tokens=max_tokens)
-        self._chat = _OllamaChat(model, host, timeout, self.budget)
+        self._chat = _make_chat(provider, model, host, base_url, timeout, self.budget)
         self.model = model
-        self.name = f"llm:{model}"
+        self.name = llm_name(provider, model)
         self.system_prompt = load_prompt(RECONCILE_PROMPT)
 
     @classmethod
     def from_config(cls, config: Any, budget: Budget | None = None) -> "LLMArbiter":
         return cls(model=config.llm_model, host=config.ollama_host, budget=budget,
-                   max_calls=config.llm_max_calls, max_tokens=config.llm_max_tokens)
+                   max_calls=config.llm_max_calls, max_tokens=config.llm_max_tokens,
+                   provider=getattr(config, "llm_provider", "ollama"), base_url=getattr(config, "llm_base_url", None))
 
     def decide(self, new_fact: dict, candidates: list[dict]) -> list[tuple[str, str]]:
         if not candidates:

@@ -22,7 +22,15 @@ LLM: it reports the estimate (``llm.calls``, ``llm.tokens``, ``capped``,
 
 Which turns of an ingest are read: the messages stored by it, plus the
 messages it found already stored that no fact cites yet (so ``bm ingest FILE
---extract`` after a plain ingest, or after a failed extraction, extracts them).
+--extract`` after a plain ingest, or after a failed extraction, extracts them) and
+that the configured extractor has not read yet.  Extraction state: once the facts of
+a run are stored, every turn the extractor read (for the LLM, each turn of a chunk
+that got a readable answer; not the turns a cap left unread nor those of an
+unreadable answer) is recorded with the extractor's key (``state_key``:
+``rules``, ``llm:<model>/<prompt version>``, ``llm:openai:<model>/<prompt
+version>``; ``storage/extract.py``).  A re-run skips those turns even when they gave
+no fact; another model or prompt version has another key, so switching reads the
+fact-less turns again (the turns with facts are skipped whatever the extractor).
 Who a fact is about (``extract.attributable``, for both extractors): a person's turn
 (role ``user``, ``human``, or none given) yields what they say about themselves or
 others.  An agent's turn (role ``assistant``, ``system``, ``tool``, any other) without a
@@ -40,7 +48,7 @@ from ..clock import now_millis, parse_time
 from ..errors import BMError, InvalidInput
 from ..facts import Facts
 from ..ingest import known_bead, message_key, read_messages
-from ..storage.extract import beads_with_facts
+from ..storage.extract import beads_extracted_by, beads_with_facts, mark_extracted
 from . import Fact, Turn, person_turns
 from .choose import get_extractor
 from .llm import LLMArbiter
@@ -76,6 +84,12 @@ def as_turns(value: Any, *, user: str, ts: int | None = None) -> list[Turn]:
                         item.get("bead"), user,
                         validate.name(role, what="role") if role is not None else None))
     return out
+
+
+def state_key(extractor: Any) -> str:
+    """What extraction state records a turn as read by: the extractor's name and prompt version."""
+    version = getattr(extractor, "prompt_version", None)
+    return f"{extractor.name}/{version}" if version else str(extractor.name)
 
 
 def _empty_report(extractor: Any, turns: list[Turn]) -> dict:
@@ -119,6 +133,8 @@ def extract_facts(store: "Store", turns: list[Turn], *, meta: dict | None = None
     cost = getattr(extractor, "last_report", {}) or {}
     for key in ("skipped_turns", "bad_chunks", "bad_facts"):
         report[key] = int(cost.get(key, 0))
+    read = cost.get("read")  # the LLM's: the turns of the chunks it got an answer for; else all
+    report["_read"] = [b for b in (read if isinstance(read, list) else [t.bead for t in turns]) if b]
     report["found"] = len(facts)
     return _fact_dicts(facts, turns, extractor, meta), report
 
@@ -130,16 +146,17 @@ def store_facts(store: "Store", items: list[dict], report: dict, *, user: str, a
     the first ``n`` of them) and count what each became in ``report``."""
     extractor = extractor or get_extractor(store.config)
     is_llm = extractor.name != "rules"
+    read = report.pop("_read", None) or []
     if items:
         arbiter = None
         if is_llm:
-            arbiter = LLMArbiter(model=store.config.llm_model, host=store.config.ollama_host,
-                                 budget=extractor.budget)  # type: ignore[attr-defined]
+            arbiter = LLMArbiter.from_config(store.config, budget=extractor.budget)  # type: ignore[attr-defined]
         results = Facts(store).add_many(items, user=user, agent=agent, arbiter=arbiter, source="extract",
                                         on_commit=on_commit)
         for result in results:
             if result["action"] in report["facts"]:
                 report["facts"][result["action"]] += 1
+    mark_extracted(store.sql, user, state_key(extractor), read, now_millis())  # after the facts: a failure resends
     if is_llm:
         budget = extractor.budget  # type: ignore[attr-defined]
         report["llm"] = {"calls": budget.calls, "tokens": budget.tokens,
@@ -184,8 +201,13 @@ def _turn_of(bead: dict, content: str, user: str) -> Turn | None:
 
 def stored_turns(store: "Store", bead_ids: Iterable[str], user: str, *, fresh: set[str]) -> list[Turn]:
     """The stored beads as turns, in order: every ``fresh`` one, and the others only when no
-    fact cites them yet (``storage.extract.beads_with_facts``)."""
-    done = beads_with_facts(store.sql, user) if set(bead_ids) - fresh else set()
+    fact cites them yet (``storage.extract.beads_with_facts``) and the configured extractor
+    has not read them (extraction state, see the module docstring)."""
+    bead_ids = list(bead_ids)
+    done: set[str] = set()
+    if set(bead_ids) - fresh:
+        key = state_key(get_extractor(store.config))
+        done = beads_with_facts(store.sql, user) | beads_extracted_by(store.sql, user, key)
     out = []
     for bead_id in dict.fromkeys(bead_ids):
         if bead_id not in fresh and bead_id in done:
