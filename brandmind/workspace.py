@@ -70,7 +70,8 @@ from .workspace_files import (AREAS, INDEXED, Backend, Entry, LocalBackend, Stat
                               dir_name, file_path, indexed_type, normalize, workspace_root)
 from .workspace_index import (CHUNK_CHARS, CHUNK_OVERLAP, INDEX_MAX_BYTES, cached_stats, chunk_text,
                               empty_report, indexed_files, lock, refresh, reindex)
-from .workspace_s3 import S3Backend, WorkspaceUnavailable, backend_for, workspace_users
+from .workspace_bucket import WorkspaceUnavailable
+from .workspace_s3 import S3Backend, backend_for, workspace_users
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import Store
@@ -231,9 +232,13 @@ class Workspace:
         return out
 
     def index(self, *, full: bool = False) -> dict:
-        """Re-index what changed on disk (``full``: re-hash every file); ``bm fs index``."""
+        """Re-index what changed on disk (``full``: re-hash every file; on S3 also remove the
+        objects a crashed write left, ``"swept"``); ``bm fs index``."""
         self.ensure_layout()
-        return refresh(self.store, self.user, full=full) or empty_report()
+        report = refresh(self.store, self.user, full=full) or empty_report()
+        if full and isinstance(self.backend, S3Backend):
+            report["swept"] = self.backend.sweep()
+        return report
 
     def refresh(self) -> dict | None:
         """Re-index the notes and profile files changed on disk since they were indexed;

@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, list[str]]] = [
                "held", "converge", "applying", "projection", "replication"]),
     ("store", ["store"]),
     ("domain", ["beads", "scoring", "recall", "query", "factrules", "facts", "graphviews", "graph", "blocks", "personas", "skills",
-                "workspace_files", "workspace_s3", "workspace_index", "workspace", "privacy", "context", "consolidate",
+                "workspace_files", "workspace_bucket", "workspace_s3", "workspace_index", "workspace", "privacy", "context", "consolidate",
                 "importers",  # (bm import --from: reads other tools' exports; the facade stores them)
                 "forgetting", "exchange", "extract.run", "ingesting", "backlog", "admin"]),
     ("facade", ["memory", ""]),
