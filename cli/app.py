@@ -104,6 +104,10 @@ from . import mcp as mcp_cmd  # noqa: E402
 
 app.add_typer(mcp_cmd.mcp_app, name="mcp")
 app.add_typer(mcp_cmd.tools_app, name="tools")
+from . import worker as worker_cmd  # noqa: E402  (issue 18: a broker between agents and per-user stores)
+
+app.command()(worker_cmd.publish)
+app.command()(worker_cmd.worker)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -285,6 +289,7 @@ def _click():  # typer >= 0.26 vendors click as typer._click
 _EXTRAS = {"graphiti_core": "graphiti", "falkordb": "graphiti", "graphiti": "graphiti",
            "zep_cloud": "zep", "zep": "zep", "ollama": "ollama",
            "mcp": "mcp", "mcp_types": "mcp", "mcpserver": "mcp"}
+_EXTRAS.update({"redis": "redis", "broker_redis": "redis"})  # bm publish / bm worker with redis://
 
 
 def _missing_package(exc: ImportError) -> tuple[str, str]:

@@ -41,6 +41,7 @@ PORT_FILE = "bm.port"  # {"port", "token", "pid"}, mode 0600: the loopback TCP a
 # commands that always run in the calling process: the daemon's own controls, servers with
 # their own lifetime, an editor on this terminal, and everything about the shell itself
 LOCAL = {"daemon", "mcp"}
+LOCAL |= {"publish", "worker"}  # a broker's publisher and a worker over many stores (cli/worker.py): no one store
 LOCAL_PAIRS = {("block", "edit"), ("hooks", "install"), ("hooks", "uninstall")}
 LOCAL_FLAGS = {"-h", "--help", "-V", "--version", "--install-completion", "--show-completion"}
 # the environment variables a request carries (config overrides; paths are the socket's)

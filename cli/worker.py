@@ -1,0 +1,167 @@
+"""`bm publish` and `bm worker`: turns through a broker (Redis Streams, or a local directory
+queue) into one store per user (sync/broker.py, sync/broker_worker.py)."""
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Optional
+
+import typer
+
+from .common import JsonOpt, open_input, option
+from .output import emit, info, kv_table, wants_json
+
+CHUNK = 500  # lines published in one MULTI (all of a chunk or none)
+
+
+def _check_url(value: str) -> str:
+    from brandmind.errors import InvalidInput
+
+    if not value or not value.strip():
+        raise InvalidInput("the broker URL is empty", hint="e.g. --broker redis://127.0.0.1:6379")
+    return value
+
+
+def _check_name(value: str) -> str:
+    from brandmind.errors import InvalidInput
+
+    if not re.fullmatch(r"[A-Za-z0-9._@-]{1,64}", value) or value.startswith("."):
+        raise InvalidInput(f"invalid name {value!r}",
+                           hint="1-64 characters: letters, digits, '.', '_', '@', '-' (not starting with '.')")
+    return value
+
+
+BrokerOpt = Annotated[str, option("--broker", "-b", check=_check_url,
+                                  help="Where the events go: redis://[:PASSWORD@]HOST:PORT (Redis or Valkey), "
+                                       "or file:///DIR (a queue in a local directory, no server).")]
+ShardsOpt = Annotated[Optional[int], typer.Option(
+    "--shards", min=1, max=1024, help="Shard streams (users are spread over them; one worker reads a shard at a "
+                                      "time). Fixed when the broker is first used; default 16.")]
+PrefixOpt = Annotated[str, option("--prefix", check=_check_name,
+                                  help="Prefix of the broker's keys (several bm brokers on one Redis).")]
+
+
+def publish(
+    path: Annotated[str, typer.Argument(help="JSONL turns (the format of `bm ingest`), or - for stdin.")],
+    broker: BrokerOpt,
+    user: Annotated[str, option("--user", "-u", help="Whose turns these are (the worker stores them in that "
+                                                     "user's store).", check=lambda v: _check_user(v))],
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Report bad lines and go on instead of stopping.")] = False,
+    shards: ShardsOpt = None,
+    prefix: PrefixOpt = "bm",
+    as_json: JsonOpt = False,
+) -> None:
+    """Publish turns to a broker for `bm worker` to store: one event per line, in order.
+
+    Each line is checked as `bm ingest` reads it; a bad line stops the publish (exit 1) after
+    the lines before it were published (--skip-bad reports it and goes on).  A turn without an
+    "id" gets the event's id, so a worker that gets it twice stores it once.  From Python, an
+    agent does the same after each turn with
+    brandmind.sync.broker.open_broker(URL).publish(USER, [turn]).
+
+    \b
+    Examples:
+      echo '{"role": "user", "content": "I moved to Lisbon"}' | bm publish - -b redis://127.0.0.1:6379 -u ann
+      bm publish chat.jsonl --broker file:///var/lib/bm-queue -u ann
+    """
+    from brandmind.ingest import parse_message
+    from brandmind.errors import InvalidInput
+    from brandmind.sync.broker import open_broker
+
+    report: dict = {"published": 0, "bad": [], "lines": 0, "first": None, "last": None}
+    chunk: list[dict] = []
+    with open_input(path) as fh, open_broker(broker, shards=shards, prefix=prefix) as b:
+        def flush() -> None:
+            if chunk:
+                ids = b.publish(user, chunk)
+                report["published"] += len(ids)
+                report["first"] = report["first"] or ids[0]
+                report["last"] = ids[-1]
+                chunk.clear()
+
+        for lineno, line in enumerate(fh, 1):
+            report["lines"] = lineno
+            try:
+                msg = parse_message(line, lineno)
+            except InvalidInput as exc:
+                if not skip_bad:
+                    flush()
+                    exc.message += f" — {report['published']} turn(s) before it were published"
+                    raise
+                report["bad"].append({"line": lineno, "error": exc.message})
+                continue
+            if msg is not None:
+                chunk.append({k: v for k, v in msg.items() if v not in (None, {})})
+                if len(chunk) >= CHUNK:
+                    flush()
+        flush()
+    for bad in report["bad"]:
+        info(f"skipped line {bad['line']}: {bad['error']}")
+    if wants_json(as_json):
+        print(json.dumps(report))
+    else:
+        info(f"published {report['published']} turn(s) for {user}, {len(report['bad'])} bad line(s) skipped")
+
+
+def _check_user(value: str) -> str:
+    from brandmind.sync.broker import check_user
+
+    return check_user(value)
+
+
+def worker(
+    broker: BrokerOpt,
+    root: Annotated[str, typer.Option("--root", help="Directory of the users' stores: ROOT/<user> is an ordinary bm "
+                                                     "home (BM_HOME=ROOT/<user> bm recall ...).")],
+    drain: Annotated[bool, typer.Option("--drain", help="Exit once no event is waiting or pending on any shard "
+                                                        "(after taking over what dead workers left).")] = False,
+    claim_idle: Annotated[float, typer.Option("--claim-idle", min=0.2, max=3600,
+                                              help="Seconds a worker may go without renewing its leases before "
+                                                   "another takes over its shards and the events it left pending.")] = 30.0,
+    extract: Annotated[bool, typer.Option("--extract", help="Also extract facts from each user's turns "
+                                                            "(config `extractor`) before acking them.")] = False,
+    batch: Annotated[int, typer.Option("--batch", min=1, max=10000, help="Events read per shard and round.")] = 256,
+    group: Annotated[str, option("--group", check=_check_name, help="Consumer group (workers of one group share "
+                                                                    "the events; each group gets every event).")] = "bm-workers",
+    name: Annotated[Optional[str], option("--name", check=_check_name,
+                                          help="This worker's consumer name (default: host-pid-random).")] = None,
+    shards: ShardsOpt = None,
+    prefix: PrefixOpt = "bm",
+    as_json: JsonOpt = False,
+) -> None:
+    """Store the events of a broker in one bm store per user, until stopped (SIGTERM or Ctrl-C
+    finish the round under way) or, with --drain, until nothing is left.
+
+    Each user's turns are stored in order in ROOT/<user> (ids other than lower-case letters,
+    digits, '-', '_' and '@' are %XX-escaped: Ann -> %41nn), embedded, with --extract their
+    facts extracted, and acked only once committed.  Run several workers (on one or more
+    machines sharing ROOT's users): each holds a share of the shards.  A malformed event goes
+    to the dead-letter stream (redis-cli XRANGE bm:dead - +).  Prints a report when it ends.
+
+    \b
+    Examples:
+      bm worker --broker redis://127.0.0.1:6379 --root /srv/bm-users
+      bm worker -b redis://127.0.0.1:6379 --root /srv/bm-users --drain --claim-idle 5
+      BM_HOME=/srv/bm-users/ann bm recall "where does Ann live?"
+    """
+    import signal
+    import threading
+    from pathlib import Path
+
+    from brandmind.sync.broker import open_broker
+    from brandmind.sync.broker_worker import BrokerWorker
+
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+    Path(root).mkdir(parents=True, exist_ok=True)
+    with open_broker(broker, shards=shards, prefix=prefix) as b:
+        w = BrokerWorker(b, root, group=group, name=name, batch=batch, claim_idle=claim_idle, extract=extract,
+                         log=info)
+        info(f"worker {w.name}: {b.describe()}, {b.shards} shards, stores in {w.root}")
+        report = w.run(drain=drain, stop=stop)
+    if not wants_json(as_json):
+        report.pop("lag_hist", None)
+        report["lag_ms"] = " / ".join(f"{k} {v}" for k, v in report["lag_ms"].items())
+    emit(report, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title="bm worker"))
