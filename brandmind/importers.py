@@ -74,11 +74,10 @@ from typing import TYPE_CHECKING, Any, Iterator
 from . import validate
 from .clock import encode_id, iso, now_millis, parse_time
 from .errors import InvalidInput, NotFound, UsageError
-from .facts import ensure_norm
 from .factrules import norm, predicate_name
 from .ingest import message_from_obj
 from .storage import exchange as q
-from .storage.graph import nodes_normed
+from .storage.graph import node_keys
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import Store
@@ -462,17 +461,19 @@ def records(store: "Store", export: Export, *, user: str, now: int | None = None
                         it["created"] if it["created"] is not None else now, it["meta"], updated=it["updated"])
                 for it in export.items]
     store.catch_up()
-    ensure_norm(store.sql)  # the SQL function the node lookup needs
+    known: dict[str, list[tuple[str, str]]] = {}  # normalised name -> the user's (id, type), oldest first
+    for nid, kind, name in reversed(list(node_keys(store.sql, user))):
+        known.setdefault(norm(name), []).append((nid, kind))
     out: dict[tuple, dict] = {}
     nodes: dict[str, str] = {}
 
     def node(name: str, kind: str) -> str:
         key = norm(name) or name
         if key not in nodes:
-            rows = nodes_normed(store.sql, user, key)
-            found = ([r for r in rows if r["type"] == kind] or [r for r in rows if r["type"] == "entity"]
+            rows = known.get(key, [])
+            found = ([r for r in rows if r[1] == kind] or [r for r in rows if r[1] == "entity"]
                      or (rows if kind == "entity" else []))
-            nodes[key] = found[0]["id"] if found else stable_id("n", 0, "node", user, key)
+            nodes[key] = found[0][0] if found else stable_id("n", 0, "node", user, key)
             if not found:
                 out[("node", nodes[key])] = {"kind": "node", "id": nodes[key], "user": user, "type": kind,
                                              "name": name, "labels": [], "created": iso(now),
