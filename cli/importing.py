@@ -59,14 +59,21 @@ def import_(
 
 
 def summary(report: dict) -> str:
-    """One line saying what an import found and stored (or, dry, would store)."""
+    """What an import found and stored (or, dry, would store): one line, and with a dry
+    --extract the extraction's estimate below it."""
     found = ", ".join(f"{v} {k}" for k, v in report["found"].items())
     new = ", ".join(f"{v} {k}" for k, v in report["new"].items() if v) or "nothing"
     line = (f"{report['from']}: found {found}; " + ("would store " if report["dry_run"] else "stored ")
             + f"{new}; {report['duplicates']} already there")
     if report["skipped"]:
         line += f"; {report['skipped']} message(s) skipped (system, tool, hidden or empty)"
-    if "facts" in report and not report["dry_run"]:
+    if report["dry_run"]:
+        line += "; nothing was stored"
+        if "extract" in report:  # what --extract would do: the lines of `bm ingest --dry-run`
+            from .extract import dry_run_lines
+
+            line += "".join("\n" + more for more in dry_run_lines({**report, "would_ingest": 0, "bad": []})[1:])
+    elif "facts" in report:
         from .extract import facts_summary
 
         line += "; " + facts_summary(report["facts"], report.get("llm"), report.get("extract"))

@@ -91,6 +91,9 @@ def test_claude_through_the_library_and_the_cli(bm, store, tmp_path):
     again = bm("import", "--from", "claude", zipped, "-u", "bo")
     assert again.code == 0 and again.json()["new"] == {"turns": 0} and again.json()["duplicates"] == 4, again
     assert ops() == before
+    dry = bm("import", "--from", "claude", CLAUDE, "-u", "bo", "--dry-run", "--extract").json()
+    assert dry["extract"]["turns"] == 4 and dry["extract"]["extractor"] == "rules" and "llm" in dry, dry
+    assert ops() == before
 
 
 # -- Mem0 ---------------------------------------------------------------------------------------------
