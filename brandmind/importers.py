@@ -454,12 +454,27 @@ def _relation(obj: dict) -> dict:
 # -- what an export stores: bm export records (brandmind/exchange.py) ------------------------------------
 def records(store: "Store", export: Export, *, user: str, now: int | None = None) -> list[dict]:
     """The ``bm export`` records of a Mem0 or Basic Memory export for ``user``: memories,
-    nodes (the user's node of a name is reused), edges and mentions, with stable ids."""
+    nodes (the user's node of a name is reused), edges and mentions, with stable ids (a
+    Mem0 memory's from its Mem0 id alone: one changed in Mem0 since is not stored again)."""
     now = now_millis() if now is None else now
     if export.kind == "mem0":
-        return [_memory(stable_id("m", it["created"], "mem0", user, it["id"]), it["text"], user,
+        recs = [_memory(stable_id("m", None, "mem0", user, it["id"]), it["text"], user,
                         it["created"] if it["created"] is not None else now, it["meta"], updated=it["updated"])
                 for it in export.items]
+    else:
+        recs = _graph_records(store, export, user, now)
+    limit = store.config.max_memory_chars
+    for rec in recs:
+        if rec["kind"] == "memory" and len(rec["text"]) > limit:
+            what = ", ".join(f"{k} {v}" for k, v in rec["meta"]["imported"].items() if k != "from" and isinstance(v, str))
+            raise InvalidInput(f"a {LABEL[export.kind]} memory ({what}) is {len(rec['text']):,} characters, "
+                               f"over the memory limit of {limit:,}; nothing was stored",
+                               hint="raise `max_memory_chars` with `bm config set`, or shorten it in the file")
+    return recs
+
+
+def _graph_records(store: "Store", export: Export, user: str, now: int) -> list[dict]:
+    """The records of Basic Memory's graph (see :func:`records`)."""
     store.catch_up()
     known: dict[str, list[tuple[str, str]]] = {}  # normalised name -> the user's (id, type), oldest first
     for nid, kind, name in reversed(list(node_keys(store.sql, user))):

@@ -144,7 +144,7 @@ def test_basic_memory_graph_through_the_library_and_the_cli(bm, store):
 
 
 # -- bad input: one line, the right exit code, nothing stored ---------------------------------------
-def test_bad_files_are_refused_whole(bm, bm_home, tmp_path):
+def test_bad_files_are_refused_whole(bm, bm_home, tmp_path, monkeypatch):
     truncated = tmp_path / "conversations.json"
     truncated.write_bytes(CHATGPT.read_bytes()[:3000])
     no_conv = export_zip(tmp_path, "export.zip", {"user.json": b"{}", "chat.html": b"<html></html>"})
@@ -178,6 +178,9 @@ def test_bad_files_are_refused_whole(bm, bm_home, tmp_path):
     before = ops()
     for args, code, words in cases[:10]:  # into a store that has data: it is left as it was
         assert_error(bm("import", *args, "-u", "alex"), code, *words)
+    monkeypatch.setenv("BM_MAX_MEMORY_CHARS", "30")  # "Priya_Raman: Speaks fluent Tamil and German"
+    assert_error(bm("import", "--from", "basic-memory", GRAPH, "-u", "alex"), 1,
+                 "entity Priya_Raman", "over the memory limit of 30", "max_memory_chars")
     assert ops() == before
 
 
