@@ -27,9 +27,9 @@ def import_(
     """Import a `bm export` file, or with --from a ChatGPT, Claude, Mem0 or Basic Memory export.
 
     Conversations become turns (a bead and a recallable memory each, with their own time and
-    speaker, one thread per conversation); Mem0 memories and Basic Memory observations become
-    memories, its entities and relations graph nodes and edges; each keeps where it came from
-    in its meta ("imported"). The whole file is checked first (a bad one stores nothing) and
+    speaker, one thread per conversation); Mem0 memories become memories, Basic Memory's
+    observations memories and its entities and relations graph nodes and edges (with a fact
+    each); everything keeps where it came from in its meta ("imported"). The whole file is checked first (a bad one stores nothing) and
     importing it again stores nothing new.
 
     \b
