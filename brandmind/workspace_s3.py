@@ -20,19 +20,23 @@ folders, not which writes were edits of one file.  Every body is sealed as sync 
 objects (brandmind/crypto.py: AES-256-GCM-SIV under the store's sync key; the object's name
 relative to PREFIX is associated data, so no object can pass for another, nor one tenant's
 manifest for another's).  Every device that opens the workspace needs the store's key
-(`bm sync key export` on one, `bm sync key import FILE` on the next).
+(`bm sync key export` on one, `bm sync key import FILE` on the next); :meth:`S3Backend.reseal`
+seals everything again under the active key after `bm sync key rotate`.  (Random ids rather
+than a keyed MAC of each path: a MAC per path would still show which writes edit one file, and
+a move would have to copy the content.)
 
 Consistency: the manifest is the one source of truth, changed only by compare-and-swap (PUT
 If-Match its ETag, If-None-Match * for the first; on 412/409 it is read again and the change
 made again).  A write uploads a new object, swaps the manifest to name it, then deletes the old
 object: readers see the old file or the new one, never half.  A crash can leave an object no
 manifest names (:meth:`S3Backend.sweep`, run by ``bm fs index --full``, removes those older
-than an hour).  A move changes only the manifest (the content object keeps its name), whole
-folders included.  An append reads the file, uploads old + new and swaps only if the file is
-still the version it read (else starts again), so appends from several devices all land.  This process trusts the manifest it
-has for a second after it last read or wrote it; after that a conditional GET (304 when
-unchanged) checks it.  A PUT whose answer was lost is recognised on the retry: the manifest's
-ETag is the MD5 of the body this process sent.
+than an hour; nothing but ``manifest`` and ``o/<32 hex>`` names is ever deleted, so a prefix
+shared with other data loses none of it).  A move changes only the manifest (the content object
+keeps its name), whole folders included.  An append reads the file, uploads old + new and swaps
+only if the file is still the version it read (else starts again), so appends from several
+devices all land.  This process trusts the manifest it has for a second after it last read or
+wrote it; after that a conditional GET (304 when unchanged) checks it.  A PUT whose answer was
+lost is recognised on the retry: the manifest's ETag is the MD5 of the body this process sent.
 
 Path rules are the workspace's (:func:`normalize`: ``..`` above the root, NUL, the four
 areas; a backend call with a path that is not normalised is refused); S3 has no symlinks.  The
@@ -45,11 +49,14 @@ import hashlib
 import json
 import os
 import random
+import re
 import time
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from urllib.parse import unquote
 
-from .crypto import Keyring
+from .crypto import Keyring, header_key_id
 from .errors import BMError, InvalidInput, NotFound
 from .workspace_bucket import Bucket, Changed, Location, NotModified, WorkspaceStorageError, WorkspaceUnavailable
 from .workspace_files import AREAS, Backend, Entry, LocalBackend, Stat, dir_name, normalize, workspace_root
@@ -65,6 +72,7 @@ FRESH_S = 1.0
 SWEEP_GRACE_S = 3600
 _AREA_DIRS = frozenset("/" + a for a in AREAS)
 _ANY = object()
+_OURS = re.compile(r"manifest|o/[0-9a-f]{32}")
 T = TypeVar("T")
 
 
@@ -134,14 +142,15 @@ class S3Backend:
         self._doc, self._etag, self._seen = doc, etag, time.monotonic()
         return doc, etag
 
-    def _update(self, change: Callable[[dict], T]) -> T:
-        """Apply ``change`` (which edits a copy of the manifest and may raise) by compare-and-swap."""
+    def _update(self, change: Callable[[dict], T], *, force: bool = False) -> T:
+        """Apply ``change`` (which edits a copy of the manifest and may raise) by compare-and-swap
+        (``force``: write the manifest even when nothing changed, sealed anew)."""
         name = self.rel(MANIFEST)
         for attempt in range(CAS_TRIES):
             doc, etag = self._load(fresh=True)
             new = {"files": dict(doc["files"]), "dirs": dict(doc["dirs"])}
             result = change(new)
-            if new == doc:
+            if new == doc and not force:
                 return result
             plain = json.dumps({"format": FORMAT, **new}, separators=(",", ":"), ensure_ascii=False).encode()
             body = self.keyring.seal(name, plain)
@@ -313,8 +322,8 @@ class S3Backend:
 
     def mkdir(self, path: str) -> None:
         path = self._path(path)
-        if self._is_dir(self._load(fresh=False)[0], path):
-            return  # the root and the four areas always exist: no request
+        if path == "/" or path in _AREA_DIRS or self._is_dir(self._load(fresh=False)[0], path):
+            return  # the root and the four areas always exist: no request for them
 
         def change(doc: dict) -> None:
             for p in (*_parents(path), path):
@@ -361,23 +370,47 @@ class S3Backend:
         return out
 
     # -- beyond the Backend protocol ------------------------------------------------------------
+    def _ours(self, rel: str) -> bool:
+        """A name this backend makes (its manifest, a content object): nothing else under the
+        tenant is ever deleted (e.g. a sync remote's objects, should they share the prefix)."""
+        return _OURS.fullmatch(rel.removeprefix(self.tenant + "/")) is not None
+
     def sweep(self, *, grace_s: float = SWEEP_GRACE_S) -> int:
         """Delete content objects no manifest names that are older than ``grace_s`` (left by
         a crash between an upload and its swap); returns how many."""
-        from datetime import datetime, timezone
-
         doc, _ = self._load(fresh=True)
         named = {e[0] for e in doc["files"].values()}
         cutoff = datetime.now(timezone.utc).timestamp() - grace_s
-        stray = [o["Key"] for o in self.bucket.list(self.rel(OBJECTS))
-                 if o["Key"].rsplit("/", 1)[1] not in named and o["LastModified"].timestamp() < cutoff]
+        stray = [o["Key"] for o in self.bucket.list(self.rel(OBJECTS)) if self._ours(o["Key"])
+                 and o["Key"].rsplit("/", 1)[1] not in named and o["LastModified"].timestamp() < cutoff]
         self.bucket.delete(stray)
         return len(stray)
+
+    def reseal(self) -> int:
+        """Seal again under the store's active key every object sealed under an older one (after
+        `bm sync key rotate`, so devices holding only the new key read the workspace), the
+        manifest last; returns how many objects were re-sealed.  Safe to run again."""
+        active = self.keyring.active(create=False).key_id
+        doc, _ = self._load(fresh=True)
+        n = 0
+        for entry in doc["files"].values():
+            name = self.rel(OBJECTS + entry[0])
+            got = self.bucket.get(name)
+            if got is None or header_key_id(got[0], name) == active:
+                continue
+            data = self.keyring.open(name, got[0], where=self.loc.url(name))
+            try:  # (If-Match: an object replaced meanwhile is not brought back)
+                self.bucket.put(name, self.keyring.seal(name, data), IfMatch=got[1])
+                n += 1
+            except (Changed, KeyError):
+                continue
+        self._update(lambda doc: None, force=True)
+        return n
 
     def destroy(self) -> int:
         """Delete every object of this tenant (`bm forget --wipe-user`); returns how many files it held."""
         doc, _ = self._load(fresh=True)
-        self.bucket.delete([o["Key"] for o in self.bucket.list(self.tenant + "/")])
+        self.bucket.delete([o["Key"] for o in self.bucket.list(self.tenant + "/") if self._ours(o["Key"])])
         self._doc, self._etag = None, None
         return len(doc["files"])
 
@@ -399,7 +432,7 @@ def workspace_users(store: "Store") -> list[tuple[str, Backend]]:
         tenants = [p["Prefix"].rstrip("/") for p in bucket.list("", delimiter="/") if "Prefix" in p]
         keyring = Keyring(store.paths.data_dir)
         return sorted((unquote(t), S3Backend(loc, t, keyring, bucket=bucket)) for t in tenants if t)
-    base = workspace_root(store.paths.data_dir, "x").parent
+    base = Path(store.paths.data_dir) / "workspace"
     if not base.is_dir():
         return []
     return sorted((unquote(d.name), LocalBackend(d)) for d in base.iterdir()
