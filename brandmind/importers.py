@@ -29,7 +29,8 @@ The formats, as followed (read 2026-11, from the sources named):
   branch is the chain of parents from ``current_node`` up to the root (edited and regenerated
   turns live on other branches); without ``current_node``, the last child at each step.
   Only user and assistant turns addressed to everyone (``recipient`` "all") whose content is
-  ``text`` or ``multimodal_text`` are kept (the string parts: images are left out); system,
+  ``text`` or ``multimodal_text`` are kept (the string parts and the ``text`` of
+  ``audio_transcription`` parts, what was said in voice mode; images and audio are left out); system,
   tool, hidden, reasoning, code-for-a-tool and empty messages are counted as skipped.
   Followed: basicmachines-co/basic-memory ``src/basic_memory/importers/chatgpt_importer.py``
   and its tests (``tests/cli/test_import_chatgpt.py``; hidden messages, ``create_time``).
@@ -312,7 +313,9 @@ def _chatgpt_turn(msg: dict) -> tuple[str | None, str]:
             or content.get("content_type") not in ("text", "multimodal_text")):
         return None, ""
     parts = content.get("parts") if isinstance(content.get("parts"), list) else []
-    text = "\n".join(_text(p) for p in parts if isinstance(p, str) and p.strip()).strip()
+    said = [p if isinstance(p, str) else p.get("text") if isinstance(p, dict)  # voice: what was said
+            and p.get("content_type") == "audio_transcription" else None for p in parts]
+    text = "\n".join(_text(p) for p in said if isinstance(p, str) and p.strip()).strip()
     return (role, text) if text else (None, "")
 
 

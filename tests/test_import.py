@@ -39,15 +39,15 @@ def test_chatgpt_zip_through_the_cli_keeps_the_visible_branch_times_and_provenan
     zipped = export_zip(tmp_path, "export.zip", {"user.json": b"{}", "chat.html": b"<html></html>",
                                                  "conversations.json": CHATGPT.read_bytes()})
     dry = bm("import", "--from", "chatgpt", zipped, "-u", "ann", "--dry-run")
-    assert dry.code == 0 and dry.json()["new"] == {"turns": 7} and dry.json()["dry_run"], dry
+    assert dry.code == 0 and dry.json()["new"] == {"turns": 8} and dry.json()["dry_run"], dry
     res = bm("import", "--from", "chatgpt", zipped, "-u", "ann")
     assert res.code == 0, res
     report = res.json()
-    # 2 conversations; on the branch shown: 7 turns, and skipped a hidden system message, hidden custom
+    # 2 conversations; on the branch shown: 8 turns (one said in voice mode), and skipped a hidden system message, hidden custom
     # instructions, a code call to a tool and the tool's answer; the branch the user switched away
     # from (a later edit: "Lisbon instead?") is not there at all
-    assert report["found"] == {"conversations": 2, "messages": 11} and report["skipped"] == 4, report
-    assert report["new"] == {"turns": 7} and report["duplicates"] == 0, report
+    assert report["found"] == {"conversations": 2, "messages": 12} and report["skipped"] == 4, report
+    assert report["new"] == {"turns": 8} and report["duplicates"] == 0, report
     beads = bm("beads", "tail", "-u", "ann", "-n", "50", "--thread", PORTO).json()
     assert [b["turn_id"] for b in beads] == ["m-u1", "m-a1", "m-u2", "m-a2", "m-u3"], beads
     first, reply, image = beads[0], beads[1], beads[4]
@@ -56,6 +56,8 @@ def test_chatgpt_zip_through_the_cli_keeps_the_visible_branch_times_and_provenan
     assert reply["meta"]["imported"] == {"from": "chatgpt", "conversation": PORTO.split(":", 1)[1],
                                          "title": "Porto trip", "message": "m-a1", "model": "gpt-4o"}
     assert image["content"] == "Here is the map I saved, is this area safe?"  # the image part left out
+    voice = bm("beads", "tail", "-u", "ann", "-n", "1").json()[0]  # the newest turn, said in voice mode
+    assert voice["content"] == "Also her favourite flowers are peonies." and voice["ts"] == "2024-04-05T19:35:20.000Z", voice
     everything = json.dumps(bm("beads", "tail", "-u", "ann", "-n", "50").json())
     assert "Lisbon" not in everything and "short answers" not in everything
     found = bm("recall", "quiet hotel near the river budget", "-u", "ann", "-k", "3").json()
@@ -64,10 +66,10 @@ def test_chatgpt_zip_through_the_cli_keeps_the_visible_branch_times_and_provenan
     # again, and the conversations.json itself (the same ids): nothing new
     before = ops()
     again = bm("import", "--from", "chatgpt", zipped, "-u", "ann").json()
-    assert again["new"] == {"turns": 0} and again["duplicates"] == 7, again
+    assert again["new"] == {"turns": 0} and again["duplicates"] == 8, again
     with open_memory() as mem:
         plain = mem.import_from("chatgpt", CHATGPT, user="ann")
-    assert plain["new"] == {"turns": 0} and plain["duplicates"] == 7 and ops() == before, plain
+    assert plain["new"] == {"turns": 0} and plain["duplicates"] == 8 and ops() == before, plain
 
 
 # -- Claude -------------------------------------------------------------------------------------------
@@ -188,5 +190,5 @@ def test_bad_files_are_refused_whole(bm, bm_home, tmp_path, monkeypatch):
 def test_stdin_is_read_as_the_file(bm, kind):
     data = (CHATGPT if kind == "chatgpt" else MEM0).read_bytes()
     res = bm("import", "--from", kind, "-", "-u", "cy", "--dry-run", input=data)
-    assert res.code == 0 and res.json()["new"] == ({"turns": 7} if kind == "chatgpt" else
+    assert res.code == 0 and res.json()["new"] == ({"turns": 8} if kind == "chatgpt" else
                                                    {"memories": 3, "nodes": 0, "edges": 0, "mentions": 0}), res
