@@ -172,6 +172,9 @@ def _json(data: bytes, name: str, kind: str) -> Any:
     try:
         return json.loads(data, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
+        first = _first_line(data) if exc.msg == "Extra data" else None  # JSON lines: of which tool?
+        if looks_like(first) not in (None, kind):
+            raise _wrong(name, kind, first, "one JSON object a line") from None
         raise InvalidInput(f"{name}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})",
                            hint=hint) from None
     except UnicodeDecodeError:
@@ -180,6 +183,14 @@ def _json(data: bytes, name: str, kind: str) -> Any:
         raise InvalidInput(f"{name}: {exc}", hint=hint) from None
     except RecursionError:
         raise validate.too_deep(name, hint) from None
+
+
+def _first_line(data: bytes) -> Any:
+    """The JSON of the first line of ``data``, or None."""
+    try:
+        return json.loads(data.split(b"\n", 1)[0], parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return None
 
 
 def looks_like(doc: Any) -> str | None:

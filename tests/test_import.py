@@ -156,11 +156,11 @@ def test_bad_files_are_refused_whole(bm, bm_home, tmp_path, monkeypatch):
     no_text = tmp_path / "mem0.json"
     no_text.write_text(json.dumps({"results": [{"id": "a", "memory": "Likes tea"}, {"id": "b", "memory": "  "}]}))
     bm_dump = tmp_path / "backup.jsonl"
-    bm_dump.write_text('{"format":"bm-export/1","kind":"header"}\n')
+    bm_dump.write_text('{"format":"bm-export/1","kind":"header"}\n{"kind":"memory","id":"m_1","text":"x"}\n')
     cases = [
         (("--from", "chatgpt", CLAUDE), 1, ("look like a ChatGPT export", "--from claude")),
         (("--from", "claude", CHATGPT), 1, ("look like a Claude export", "--from chatgpt")),
-        (("--from", "mem0", GRAPH), 1, ("not valid JSON",)),
+        (("--from", "mem0", GRAPH), 1, ("look like a Mem0 export", "--from basic-memory")),
         (("--from", "basic-memory", MEM0), 1, ("look like a Basic Memory", "--from mem0")),
         (("--from", "chatgpt", truncated), 1, ("not valid JSON", "line")),
         (("--from", "chatgpt", no_conv), 1, ("no conversations.json",)),
