@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from . import blockrules, converge, merge, personarules, skillrules
 from .extract.predicates import normalize_predicate
 from .ops import Kind, provide
+from .storage import expiry as expiry_rows
 from .storage import graph as graph_rows
 from .storage import projection as rows
 
@@ -94,6 +95,18 @@ def memory_forget(sql: "SQLStore", op: dict, hk: str, vector_for: VectorFor) -> 
     converge.kill_memory(sql, op["payload"]["id"], hk)
 
 
+def memory_pin(sql: "SQLStore", op: dict, hk: str, vector_for: VectorFor) -> None:
+    """``bm pin`` / ``unpin``: LWW by HLC; waits for a memory not here yet, dropped for a dead one."""
+    p = op["payload"]
+    converge.aim(sql, op, p["id"], "pin", {"id": p["id"], "pinned": p["pinned"]}, apply_to_memory, hk=hk)
+
+
+def pin_memory(sql: "SQLStore", p: dict, hk: str) -> None:
+    state = expiry_rows.pin_state(sql, p["id"])
+    if state is not None and merge.lww(state if state[0] else None, (hk, p["pinned"])) == (hk, p["pinned"]):
+        expiry_rows.set_pin_state(sql, p["id"], hk, bool(p["pinned"]))
+
+
 def user_forget(sql: "SQLStore", op: dict, hk: str, vector_for: VectorFor) -> None:
     """Every memory and node of the user stamped before the forget goes, their waiting ops,
     their own blocks and their persona assignments; the tombstone keeps the latest forget."""
@@ -117,6 +130,8 @@ def apply_to_memory(sql: "SQLStore", part: str, p: dict, hk: str) -> None:
         confirm_memory(sql, p, hk)
     elif part == "merge_into":  # memory.merge: the kept memory gains the merged ones' provenance
         confirm_memory(sql, {**p, "count": int(p["count"])}, hk)
+    elif part == "pin":
+        pin_memory(sql, p, hk)
 
 
 def retire_memory(sql: "SQLStore", p: dict) -> None:
@@ -237,6 +252,7 @@ provide("apply", {
     Kind.BEAD_ADD: no_apply, Kind.BEAD_FORGET: no_apply,
     Kind.MEMORY_ADD: memory_add, Kind.MEMORY_RETIRE: memory_retire, Kind.MEMORY_CONFIRM: memory_confirm,
     Kind.MEMORY_MERGE: memory_merge, Kind.MEMORY_FORGET: memory_forget, Kind.USER_FORGET: user_forget,
+    Kind.MEMORY_PIN: memory_pin,
     Kind.KG_NODE: kg_node, Kind.KG_EDGE: kg_edge, Kind.KG_EDGE_RETIRE: kg_edge_retire,
     Kind.KG_MENTION: kg_mention, Kind.KG_NODE_REMOVE: kg_node_remove, Kind.KG_NODE_MERGE: kg_node_merge,
     Kind.SKILL_ADD: skill_op, Kind.SKILL_REMOVE: skill_op,

@@ -27,8 +27,9 @@ if TYPE_CHECKING:  # pragma: no cover
 def bead_payload(store: "Store", content: str, *, user: str, role: str, speaker: str | None,
                  ts: int | None, thread: str | None, source: str, turn_id: str | None,
                  importance: float, spans: list | None, meta: dict | None,
-                 key: str | None = None, bead_id: str | None = None) -> dict:
-    """The stored form of a bead (checked values in; large content put in a blob)."""
+                 key: str | None = None, bead_id: str | None = None, expires_at: int | None = None) -> dict:
+    """The stored form of a bead (checked values in; large content put in a blob;
+    ``expires_at``: --ttl, brandmind/expiry.py)."""
     ts = ts if ts is not None else clock.now_millis()  # (read through the module: tests freeze it)
     data = content.encode("utf-8")
     bead = {"id": bead_id or new_id("b", ts), "ts": ts, "user": user, "role": role,
@@ -41,6 +42,8 @@ def bead_payload(store: "Store", content: str, *, user: str, role: str, speaker:
         bead["content"] = content
     if key:
         bead["key"] = key
+    if expires_at is not None:
+        bead["expires_at"] = expires_at
     return bead
 
 
@@ -51,6 +54,8 @@ def bead_out(store: "Store", bead: dict) -> dict:
         out["content"] = store.blobs.get(out["blob"]).decode("utf-8")
     out.pop("key", None)
     out["ts"] = iso(out["ts"])
+    if "expires_at" in out:
+        out["expires_at"] = iso(out["expires_at"])
     return out
 
 
@@ -88,17 +93,31 @@ def beads_tail(store: "Store", n: int = 20, *, user: str | None = None, thread: 
     if int(n) == 0:
         return []
     log = store.log
+    now = clock.now_millis()
     if thread is None:
-        beads = [log.get_bead(i) for i in log.bead_ids(user, n)]
+        want = n
+        while True:  # expired turns (--ttl) are left out: ask for as many more
+            ids = log.bead_ids(user, want)
+            beads = [b for b in map(log.get_bead, ids) if b and not _expired(b, now)]
+            if len(beads) >= n or len(ids) < want:
+                break
+            want += n - len(beads)
+        beads = beads[:n]
     else:
         beads = []
         for i in log.bead_ids(user, None):
             b = log.get_bead(i)
-            if b and b.get("thread") == thread:
+            if b and b.get("thread") == thread and not _expired(b, now):
                 beads.append(b)
                 if len(beads) >= n:
                     break
     return [bead_out(store, b) for b in reversed(beads) if b]
+
+
+def _expired(bead: dict, now: int) -> bool:
+    """A turn past its ttl (brandmind/expiry.py): no read shows it until it is forgotten."""
+    at = bead.get("expires_at")
+    return at is not None and at <= now
 
 
 def beads_before(store: "Store", user: str, n: int, cutoff: int | None,
@@ -109,4 +128,11 @@ def beads_before(store: "Store", user: str, n: int, cutoff: int | None,
         return []
     if cutoff is None:
         return beads_tail(store, n, user=user, thread=thread)
-    return [bead_out(store, b) for b in reversed(store.log.beads_before(user, cutoff, n, thread))]
+    now, want = clock.now_millis(), n
+    while True:  # expired turns (--ttl) are left out: ask for as many more
+        got = store.log.beads_before(user, cutoff, want, thread)
+        beads = [b for b in got if not _expired(b, now)]
+        if len(beads) >= n or len(got) < want:
+            break
+        want += n - len(beads)
+    return [bead_out(store, b) for b in reversed(beads[:n])]

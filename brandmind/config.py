@@ -63,6 +63,8 @@ DEFAULTS: dict[str, Any] = {
     "weight_dated": 0.1,
     "weight_recency": 0.0,
     "weight_importance": 0.1,
+    # how often and how lately recall returned a memory (counted on this device while it is on: brandmind/expiry.py)
+    "weight_access": 0.0,
     "recency_half_life_days": 30.0,
     # recall with --agent: that agent's own memories and the user's global ones, merged
     "recall_agent_k": 5,
@@ -180,6 +182,7 @@ class Config:
     weight_dated: float = DEFAULTS["weight_dated"]
     weight_recency: float = DEFAULTS["weight_recency"]
     weight_importance: float = DEFAULTS["weight_importance"]
+    weight_access: float = DEFAULTS["weight_access"]
     recency_half_life_days: float = DEFAULTS["recency_half_life_days"]
     recall_agent_k: int = DEFAULTS["recall_agent_k"]
     recall_global_k: int = DEFAULTS["recall_global_k"]

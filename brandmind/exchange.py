@@ -36,7 +36,7 @@ _MEMORY_FIELDS = ("id", "text", "type", "user", "agent", "importance", "ts", "up
 # bi-temporal facts (brandmind/facts.py): exported when set, so a restored store keeps
 # what was retired, by what, and when it was learned
 _FACT_FIELDS = ("recorded_at", "retired_at", "subject", "predicate", "object", "superseded_by",
-                "confirmations")
+                "confirmations", "expires_at", "pinned")  # (the last two: brandmind/expiry.py)
 _EDGE_TIMES = ("valid_from", "valid_to", "recorded_at", "retired_at")
 FILE = "file"  # the record of a workspace file (no op kind of its own)
 _RECORDS = {r.record: r for r in RULES.values() if r.record}  # record kind -> the rule importing it
@@ -213,6 +213,8 @@ def _memory_payload(store: "Store", rec: dict) -> dict:
             payload[key] = validate.text(rec[key], what=key)
     if rec.get("recorded_at") is not None:
         payload["recorded_at"] = parse_time(rec["recorded_at"], field="recorded_at")
+    if rec.get("expires_at") is not None:
+        payload["expires_at"] = parse_time(rec["expires_at"], field="expires_at")
     return payload
 
 
@@ -231,6 +233,8 @@ def import_memory(store: "Store", rec: dict) -> Ops | None:
     if int(rec.get("confirmations") or 0) > 0:
         ops.append((Kind.MEMORY_CONFIRM, {"id": payload["id"], "user": payload["user"], "ts": payload["updated"],
                                           "provenance": [], "count": int(rec["confirmations"])}))
+    if rec.get("pinned") is True:
+        ops.append((Kind.MEMORY_PIN, {"id": payload["id"], "user": payload["user"], "pinned": True}))
     return ops
 
 
@@ -323,6 +327,7 @@ provide("export", {
     Kind.BEAD_ADD: export_beads, Kind.BEAD_FORGET: no_export,
     Kind.MEMORY_ADD: export_memories, Kind.MEMORY_RETIRE: no_export, Kind.MEMORY_CONFIRM: no_export,
     Kind.MEMORY_MERGE: no_export, Kind.MEMORY_FORGET: no_export, Kind.USER_FORGET: no_export,
+    Kind.MEMORY_PIN: no_export,  # (the memory record's "pinned")
     Kind.KG_NODE: export_nodes, Kind.KG_EDGE: export_edges, Kind.KG_EDGE_RETIRE: no_export,
     Kind.KG_MENTION: export_mentions, Kind.KG_NODE_REMOVE: no_export, Kind.KG_NODE_MERGE: no_export,
     Kind.SKILL_ADD: export_skills, Kind.SKILL_REMOVE: no_export,
@@ -334,6 +339,7 @@ provide("import_", {
     Kind.BEAD_ADD: import_bead, Kind.BEAD_FORGET: no_import,
     Kind.MEMORY_ADD: import_memory, Kind.MEMORY_RETIRE: no_import, Kind.MEMORY_CONFIRM: no_import,
     Kind.MEMORY_MERGE: no_import, Kind.MEMORY_FORGET: no_import, Kind.USER_FORGET: no_import,
+    Kind.MEMORY_PIN: no_import,
     Kind.KG_NODE: import_node, Kind.KG_EDGE: import_edge, Kind.KG_EDGE_RETIRE: no_import,
     Kind.KG_MENTION: import_mention, Kind.KG_NODE_REMOVE: no_import, Kind.KG_NODE_MERGE: no_import,
     Kind.SKILL_ADD: import_skill, Kind.SKILL_REMOVE: no_import,

@@ -480,6 +480,8 @@ class Facts:
         model = self.store.sql.model
         with self.store.write() as t:
             for kind, payload in ops:
+                if kind == Kind.MEMORY_ADD:
+                    _inherit_expiry(self.store.sql, t, payload)
                 t.append(kind, payload)
                 if kind == Kind.MEMORY_ADD:
                     t.cache_vector(model, payload["text"], vectors[payload["text"]])
@@ -510,6 +512,19 @@ class Facts:
             item["reason"] = item["meta"].get("retired_reason")
             out.append(item)
         return out
+
+
+def _inherit_expiry(sql: Any, t: Any, payload: dict) -> None:
+    """A fact made from a turn (or a memory) that expires (--ttl, brandmind/expiry.py)
+    expires with it: the soonest expiry of its source beads and source memory."""
+    beads = [p["bead"] for p in payload["provenance"] if isinstance(p, dict) and isinstance(p.get("bead"), str)]
+    found = [b.get("expires_at") for b in map(t.get_bead, beads) if b]
+    source = payload["meta"].get("source_memory")
+    row = memories.row(sql, source) if isinstance(source, str) else None
+    found += [row.get("expires_at")] if row else []
+    found = [x for x in found if isinstance(x, int)]
+    if found:
+        payload["expires_at"] = min(found)
 
 
 def _versions(sql: Any, memory_id: str) -> dict[str, dict]:

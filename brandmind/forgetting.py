@@ -19,12 +19,13 @@ from .ops import Kind
 from .projection import apply_log_side, hlc_key
 from .logforget import forget_bead_in_log, forget_memory_in_log, forget_nodes_in_log, forget_user_in_log
 from .storage import forget as q
+from .storage.expiry import pinned_among
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import Store
 
 
-def _closure(store: "Store", ids: list[str], beads: list[str]) -> tuple[list[str], list[str], dict[str, dict]]:
+def closure(store: "Store", ids: list[str], beads: list[str]) -> tuple[list[str], list[str], dict[str, dict]]:
     """``ids`` and ``beads`` plus the turns the memories came from and the memories the
     turns gave; with the rows of the memories (id -> row)."""
     rows = {r["id"]: r for r in q.memory_rows(store.sql, ids)}
@@ -40,7 +41,7 @@ def _closure(store: "Store", ids: list[str], beads: list[str]) -> tuple[list[str
 
 def forget_ids(store: "Store", ids: Iterable[str], bead_ids: Iterable[str] = ()) -> dict:
     """See the module docstring.  Returns ``{"memories", "beads", "nodes"}`` forgotten."""
-    ids, beads, rows = _closure(store, list(dict.fromkeys(ids)), list(dict.fromkeys(bead_ids)))
+    ids, beads, rows = closure(store, list(dict.fromkeys(ids)), list(dict.fromkeys(bead_ids)))
     if not ids and not beads:
         return {"memories": [], "beads": [], "nodes": []}
     nodes = q.nodes_named_by(store.sql, ids)
@@ -70,6 +71,25 @@ def forget_ids(store: "Store", ids: Iterable[str], bead_ids: Iterable[str] = ())
     store.sql.truncate_wal()  # the pages that held the text leave the WAL file too
     store.searcher.forgotten()  # and their vectors the recall index file
     return {"memories": ids, "beads": beads, "nodes": sorted(orphans)}
+
+
+def _turns_of(row: dict | None) -> set[str]:
+    """The beads a memory was made from (its provenance)."""
+    return {p["bead"] for p in json.loads(row["provenance"]) if isinstance(p, dict)
+            and isinstance(p.get("bead"), str)} if row else set()
+
+
+def sparing_pinned(store: "Store", ids: list[str], bead_ids: list[str]) -> tuple[list[str], list[str]]:
+    """Those of ``ids`` and ``bead_ids`` whose forget takes no pinned memory along: not
+    pinned themselves, and not made from (or being) a turn a pinned memory was made from
+    (forgetting a turn forgets what was made from it: :func:`forget_ids`)."""
+    every, _, rows = closure(store, list(ids), list(bead_ids))
+    pinned = pinned_among(store.sql, every)
+    if not pinned:
+        return list(ids), list(bead_ids)
+    held = set().union(*(_turns_of(rows.get(p)) for p in pinned))
+    return ([i for i in ids if i not in pinned and not held & _turns_of(rows.get(i))],
+            [b for b in bead_ids if b not in held])
 
 
 def forget_user_ops(store: "Store", user: str) -> None:

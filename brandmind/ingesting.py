@@ -37,8 +37,8 @@ RELEASE_EVERY = 4
 
 def ingest(store: "Store", lines: Iterable[str | bytes | dict], *, user: str,
            skip_bad: bool = False, progress: Callable[[dict], None] | None = None,
-           extract: bool = False, queue: dict | None = None) -> dict:
-    """See ``Memory.ingest`` (``user`` already resolved).  With ``extract`` the
+           extract: bool = False, queue: dict | None = None, expires_at: int | None = None) -> dict:
+    """See ``Memory.ingest`` (``user`` already resolved; ``expires_at``: --ttl, brandmind/expiry.py).  With ``extract`` the
     report also lists the bead ids stored or found (``_beads``, ``_fresh``) for the extraction
     that follows (brandmind/extract/run.py ``extract_after_ingest``); with ``queue`` too, each
     batch queues that extraction as a job (``queue`` plus its bead ids; ``_jobs`` counts them)."""
@@ -50,7 +50,7 @@ def ingest(store: "Store", lines: Iterable[str | bytes | dict], *, user: str,
     batch: list[dict] = []
 
     def stop_at_bad_line(exc: InvalidInput) -> None:
-        store_batch(store, batch, user, report)
+        store_batch(store, batch, user, report, expires_at=expires_at)
         exc.message += (f" — {report['ingested']} message(s) before it were stored"
                         + (f", {report['duplicates']} already known" if report["duplicates"] else ""))
         exc.hint = "fix the line and re-run the same command: stored messages are not stored twice; or pass --skip-bad"
@@ -59,14 +59,14 @@ def ingest(store: "Store", lines: Iterable[str | bytes | dict], *, user: str,
     for msg in read_messages(lines, report, skip_bad=skip_bad, on_bad=stop_at_bad_line):
         batch.append(msg)
         if len(batch) >= BATCH:
-            store_batch(store, batch, user, report)
+            store_batch(store, batch, user, report, expires_at=expires_at)
             batch = []
             batches += 1
             if batches % RELEASE_EVERY == 0:  # else a 1M ingest shows the whole log file as its RSS
                 store.log.release_pages()
             if progress:
                 progress(report)
-    store_batch(store, batch, user, report)
+    store_batch(store, batch, user, report, expires_at=expires_at)
     if progress:
         progress(report)
     report.pop("_queue", None)
@@ -90,8 +90,10 @@ def _unseen(store: "Store", batch: list[dict], user: str, report: dict) -> list[
     return fresh
 
 
-def store_batch(store: "Store", batch: list[dict], user: str, report: dict) -> None:
-    """Store one batch of parsed messages: one log transaction, then one catch-up."""
+def store_batch(store: "Store", batch: list[dict], user: str, report: dict, *,
+                expires_at: int | None = None) -> None:
+    """Store one batch of parsed messages: one log transaction, then one catch-up
+    (``expires_at``: of every turn stored, brandmind/expiry.py)."""
     mark = (len(report["_beads"]), len(report["_fresh"])) if "_queue" in report else None
     fresh = _unseen(store, batch, user, report) if batch else []
     if not fresh:
@@ -119,7 +121,7 @@ def store_batch(store: "Store", batch: list[dict], user: str, report: dict) -> N
                 if "_beads" in report:
                     report["_beads"].append(t.bead_for_key(key))
                 continue
-            bead_id = _store_turn(store, t, msg, key, text, user, now, episodes, ops)
+            bead_id = _store_turn(store, t, msg, key, text, user, now, episodes, ops, expires_at)
             stored += 1
             if "_beads" in report:
                 report["_beads"].append(bead_id)
@@ -139,7 +141,7 @@ def _queue_job(t: Any, report: dict, mark: tuple[int, int]) -> None:
 
 
 def _store_turn(store: "Store", t: Any, msg: dict, key: str | None, text: str, user: str, now: int,
-                episodes: dict[str, tuple[int, str]], ops: dict[int, dict]) -> str:
+                episodes: dict[str, tuple[int, str]], ops: dict[int, dict], expires_at: int | None = None) -> str:
     """Append the bead and the raw-turn memory of one message (``ops``: arrival -> op of
     what it appends); returns the bead id."""
     limit = store.config.max_memory_chars
@@ -147,7 +149,7 @@ def _store_turn(store: "Store", t: Any, msg: dict, key: str | None, text: str, u
     bead = beads.bead_payload(
         store, msg["content"], user=user, role=msg["role"], speaker=msg["speaker"], ts=ts,
         thread=msg["thread"], source="ingest", turn_id=msg["id"], importance=0.5,
-        spans=None, meta=msg["meta"], key=key)
+        spans=None, meta=msg["meta"], key=key, expires_at=expires_at)
     arrival = t.next_arrival()
     op = ops[arrival] = t.append(Kind.BEAD_ADD, {"bead": bead})
     apply_log_side(t, op)
@@ -157,12 +159,15 @@ def _store_turn(store: "Store", t: Any, msg: dict, key: str | None, text: str, u
         meta["speaker"] = msg["speaker"]
     if len(msg["content"]) > limit:
         meta["truncated"] = True
-    ops[arrival + 1] = t.append(Kind.MEMORY_ADD, {
+    payload = {
         "id": new_id("m", ts), "text": text, "type": "episode", "user": user,
         "agent": None, "importance": 0.5, "ts": ts, "valid_from": None,
         "valid_to": None, "source": "ingest", "meta": meta,
         "provenance": [{"bead": bead["id"], "turn_id": msg["id"], "meta": msg["meta"]}],
-    })
+    }
+    if expires_at is not None:
+        payload["expires_at"] = expires_at
+    ops[arrival + 1] = t.append(Kind.MEMORY_ADD, payload)
     return bead["id"]
 
 

@@ -26,6 +26,8 @@ from .storage.search import Filters, keyword_query
 from .sqlstore import SQLStore
 from .storage import memories
 from .storage.forget import match_memories
+from .storage.expiry import has_expired
+from . import clock
 from .storage.memories import memory_out
 from .store import Store
 
@@ -49,6 +51,8 @@ class Memory:
         SQLite index aside and starts an empty one, which the op log refills (`bm rebuild`)."""
         self.store = Store(config or Config.load(home), embedder=embedder, create=create,
                            check_model=check_model, repair=repair)
+        if has_expired(self.sql, clock.now_millis()):  # --ttl: what expired goes on the next open
+            self.forget_expired()
 
     @classmethod
     def over(cls, store: Store) -> "Memory":
@@ -152,8 +156,11 @@ class Memory:
     # -- memories -------------------------------------------------------------
     def remember(self, text: str | bytes, *, type: str = "fact", user: str | None = None,
                  agent: str | None = None, importance: float = 0.5, meta: dict | None = None,
-                 ts: str | int | None = None, extract: bool = False) -> dict:
-        """Store one memory; returns it as recall would.  ``extract``: then also extract
+                 ts: str | int | None = None, extract: bool = False, ttl: Any = None,
+                 pin: bool = False) -> dict:
+        """Store one memory; returns it as recall would.  ``ttl`` ("2s", "90m", "12h", "30d",
+        "2w", seconds or a timedelta): it expires that long from now, and ``pin``: it never
+        does (brandmind/expiry.py).  ``extract``: then also extract
         atomic facts from the text (config ``extractor``; "I" is the user) and store them
         with reconciliation; the returned memory gets the report under ``"extract"`` (see
         :meth:`extract`).  While the store defers vectors (``store.deferring_vectors()``: the
@@ -168,10 +175,15 @@ class Memory:
             "source": "remember", "provenance": [], "valid_from": None, "valid_to": None,
         }
         payload["ts"] = parse_time(ts, field="ts") if ts is not None else now_millis()
+        if ttl is not None:
+            from .expiry import expiry_of  # lazy: only --ttl needs it
+            payload["expires_at"] = expiry_of(ttl)
         deferred = self.store.deferring  # backlog: the vector (and the extraction) come later
         vec = None if deferred else self.store.embed_docs([text])[0]
         with self.log.write() as t:
             t.append(Kind.MEMORY_ADD, payload)
+            if pin:
+                t.append(Kind.MEMORY_PIN, {"id": payload["id"], "user": payload["user"], "pinned": True})
             if extract and deferred:  # queued with the memory it is about (brandmind/backlog.py)
                 t.queue_job({"kind": "extract_memory", "memory": payload["id"], "user": payload["user"],
                              "agent": payload["agent"]})
@@ -307,6 +319,30 @@ class Memory:
         self.sql.truncate_wal()
         return counts
 
+    # -- forgetting on a schedule (brandmind/expiry.py) ------------------------------
+    def pin(self, memory_id: str, pinned: bool = True) -> dict:
+        """Pin a memory (``pinned=False``: unpin): never expired, never taken by
+        :meth:`forget_older_than`; :meth:`forget` still forgets it."""
+        from .expiry import set_pinned  # lazy: loaded by the calls that need it, not by every cold `bm recall`
+        item = self.get(memory_id)
+        set_pinned(self.store, memory_id, item["user"], pinned)
+        return self.get(memory_id)
+
+    def unpin(self, memory_id: str) -> dict:
+        return self.pin(memory_id, False)
+
+    def forget_expired(self, *, dry_run: bool = False) -> dict:
+        """Forget what expired (done on open and by the daemon anyway): ``{"memories",
+        "beads", "nodes"}`` forgotten (``dry_run``: the expired memories, nothing forgotten)."""
+        from .expiry import forget_expired  # lazy: loaded by the calls that need it, not by every cold `bm recall`
+        return forget_expired(self.store, dry_run=dry_run)
+
+    def forget_older_than(self, age: Any, *, user: str | None = None, dry_run: bool = False) -> dict:
+        """Forget the user's memories dated more than ``age`` ago ("30d", "12h", ...) and their
+        turns, except pinned ones: ``{"before", "memories", "beads", "nodes"}``."""
+        from .expiry import forget_older_than  # lazy: loaded by the calls that need it, not by every cold `bm recall`
+        return forget_older_than(self.store, age, user=self.store.user(user), dry_run=dry_run)
+
     def match(self, query: str, *, user: str | None = None, agent: str | None = None,
               limit: int = 1000) -> list[dict]:
         """Memories containing every word of ``query`` (what ``forget --match`` removes)."""
@@ -367,8 +403,10 @@ class Memory:
     # -- ingest -------------------------------------------------------------------
     def ingest(self, lines: Iterable[str | bytes | dict], *, user: str | None = None,
                skip_bad: bool = False, progress: Callable[[dict], None] | None = None,
-               extract: bool = False, dry_run: bool = False, agent: str | None = None) -> dict:
+               extract: bool = False, dry_run: bool = False, agent: str | None = None,
+               ttl: Any = None) -> dict:
         """Store each JSONL message as a bead plus a raw-turn memory indexed for recall.
+        ``ttl``: both expire that long from now (see :meth:`remember`).
 
         Messages provably seen before (by id, else by an explicit ts with thread, role,
         speaker and content) are not stored again; a message with neither is always new.
@@ -388,6 +426,8 @@ class Memory:
         (``extract: {"queued": jobs}``; see brandmind/backlog.py).
         """
         from . import ingesting  # lazy: loaded by the calls that need it, not by every cold `bm recall`
+        from .expiry import expiry_of
+        expires_at = expiry_of(ttl)
         user = self.store.user(user)
         agent = validate.name(agent, what="agent") if agent is not None else None
         if dry_run:
@@ -398,7 +438,7 @@ class Memory:
         if extract and self.store.deferring:  # backlog: the extraction is queued with the turns
             queue = {"kind": "extract_ingest", "user": user, "agent": agent}
         report = ingesting.ingest(self.store, lines, user=user, skip_bad=skip_bad,
-                                  progress=progress, extract=extract, queue=queue)
+                                  progress=progress, extract=extract, queue=queue, expires_at=expires_at)
         if queue is not None:
             report.pop("_beads", None)
             report.pop("_fresh", None)

@@ -148,7 +148,7 @@ def _redacted_ok(p: dict) -> bool:
 # test first; only a value that fails it goes to the helper, which raises the error.
 _id_ok = _ID.match
 _name_ok = validate.NAME.match
-_TIMES = ("valid_from", "valid_to", "recorded_at", "updated")
+_TIMES = ("valid_from", "valid_to", "recorded_at", "updated", "expires_at")
 _SPO = ("subject", "predicate", "object")
 
 
@@ -240,6 +240,7 @@ def bead_add(p: dict) -> None:
     if g("meta") is not None:
         _object(bead["meta"], "meta")
     _opt(bead, "size", _count, "size")
+    _opt(bead, "expires_at", _time, "expires_at")  # --ttl (brandmind/expiry.py)
     if "blob" in bead:
         blob = bead["blob"]
         if not isinstance(blob, str) or not re.fullmatch(r"[0-9a-f]{64}", blob):
@@ -250,6 +251,13 @@ def bead_add(p: dict) -> None:
 
 def memory_forget(p: dict) -> None:
     _id(_need(p, "id"), "memory id")
+
+
+def memory_pin(p: dict) -> None:  # bm pin / unpin (brandmind/expiry.py)
+    _id(_need(p, "id"), "memory id")
+    _opt(p, "user", _name, "user")
+    if not isinstance(_need(p, "pinned"), bool):
+        raise _bad(f"pinned must be true or false, got {p['pinned']!r}")
 
 
 def user_forget(p: dict) -> None:
@@ -453,6 +461,7 @@ def persona_doc(p: dict) -> None:
 CHECKS: dict[Kind, Check] = {
     Kind.MEMORY_ADD: memory_add,
     Kind.MEMORY_FORGET: memory_forget,
+    Kind.MEMORY_PIN: memory_pin,
     Kind.MEMORY_RETIRE: memory_retire,
     Kind.MEMORY_CONFIRM: memory_confirm,
     Kind.MEMORY_MERGE: memory_merge,

@@ -31,7 +31,7 @@ Op kinds and their payloads (merge rules: brandmind/merge.py and the apply funct
 
 ``bead.add``      {bead}: one bead (see memory.py beads); LMDB side only
 ``memory.add``    {id, text, type, user, agent, importance, ts, valid_from, valid_to,
-                   source, provenance, meta, subject?, predicate?, object?, recorded_at?};
+                   source, provenance, meta, subject?, predicate?, object?, recorded_at?, expires_at?};
                    ignored when the id is tombstoned; stamped before its user's latest
                    forget, it kills the id (remove wins).  Ops aimed at it that came
                    first (retire, confirm, merge) are replayed now.  recorded_at (system time) is the op's HLC wall ms unless the
@@ -59,6 +59,8 @@ Op kinds and their payloads (merge rules: brandmind/merge.py and the apply funct
                    updated_at = max(updated_at, ts).  It never reads the merged rows, so
                    forgetting one later changes nothing on replay.  No text in the payload
 ``memory.forget`` {id}: remove wins; the id is tombstoned, so a late add cannot resurrect it
+``memory.pin``    {id, user, pinned}: never expired nor taken by ``forget --older-than`` (brandmind/
+                   expiry.py).  Merge: LWW by HLC; not here yet: waits; dead: dropped
 ``bead.forget``   {id, user?}: a turn forgotten (``bm beads rm``, or with a memory made from
                    it): LMDB only (brandmind/logforget.py forget_bead_in_log): the bead goes,
                    its add is redacted, a late add is stored redacted (remove wins)
@@ -149,6 +151,7 @@ class Kind(str, Enum):
     MEMORY_CONFIRM = "memory.confirm"
     MEMORY_MERGE = "memory.merge"
     MEMORY_FORGET = "memory.forget"
+    MEMORY_PIN = "memory.pin"
     USER_FORGET = "user.forget"
     KG_NODE = "kg.node"
     KG_EDGE = "kg.edge"
@@ -174,7 +177,7 @@ class Kind(str, Enum):
 # -- payloads ----------------------------------------------------------------------------------------
 class BeadAdd(TypedDict):
     bead: dict  # {id, ts, user, role, speaker, thread, source, turn_id, importance, spans, meta,
-    #              size, content | blob, key?}
+    #              size, content | blob, key?, expires_at?}
 
 
 class BeadForget(TypedDict):
@@ -200,6 +203,7 @@ class MemoryAdd(TypedDict):
     predicate: NotRequired[str]
     object: NotRequired[str]
     recorded_at: NotRequired[int]
+    expires_at: NotRequired[int]  # --ttl: gone from recall then, and forgotten (brandmind/expiry.py)
 
 
 class MemoryRetire(TypedDict):
@@ -229,6 +233,12 @@ class MemoryMerge(TypedDict):
 
 class MemoryForget(TypedDict):
     id: str
+
+
+class MemoryPin(TypedDict):
+    id: str
+    user: NotRequired[str]
+    pinned: bool
 
 
 class UserForget(TypedDict):
@@ -369,7 +379,8 @@ class Redacted(TypedDict, total=False):
 PAYLOADS: dict[Kind, type] = {
     Kind.BEAD_ADD: BeadAdd, Kind.BEAD_FORGET: BeadForget, Kind.MEMORY_ADD: MemoryAdd,
     Kind.MEMORY_RETIRE: MemoryRetire, Kind.MEMORY_CONFIRM: MemoryConfirm, Kind.MEMORY_MERGE: MemoryMerge,
-    Kind.MEMORY_FORGET: MemoryForget, Kind.USER_FORGET: UserForget, Kind.KG_NODE: KgNode,
+    Kind.MEMORY_FORGET: MemoryForget, Kind.MEMORY_PIN: MemoryPin, Kind.USER_FORGET: UserForget,
+    Kind.KG_NODE: KgNode,
     Kind.KG_EDGE: KgEdge, Kind.KG_EDGE_RETIRE: KgEdgeRetire, Kind.KG_MENTION: KgMention,
     Kind.KG_NODE_REMOVE: KgNodeRemove, Kind.KG_NODE_MERGE: KgNodeMerge, Kind.SKILL_ADD: SkillAdd,
     Kind.SKILL_REMOVE: SkillRemove, Kind.BLOCK_DEFINE: BlockDefine, Kind.BLOCK_UPDATE: BlockUpdate,
@@ -567,6 +578,7 @@ RULES: dict[Kind, Rule] = {r.kind: r for r in (
     _rule(Kind.MEMORY_CONFIRM, None, _user, redact_to_id),
     _rule(Kind.MEMORY_MERGE, None, _user, redact_merge),
     _rule(Kind.MEMORY_FORGET, None, _never, redact_unchanged),
+    _rule(Kind.MEMORY_PIN, None, _user, redact_to_id),
     _rule(Kind.USER_FORGET, None, _never, redact_unchanged, apply_user_forget_log),
     _rule(Kind.KG_NODE, "node", _user, redact_node),
     _rule(Kind.KG_EDGE, "edge", owned_edge, redact_to_id),

@@ -7,7 +7,8 @@ ones ranked apart and merged (``recall_agent_k`` + ``recall_global_k``, config 5
 split in that ratio, one scope filling in when the other runs short).  Only currently true
 memories, or those true ``as_of`` a date.  An explicit ``now`` is also the moment asked about:
 memories dated after it do not exist yet, and facts retired after it were still current.
-``recall_batch`` runs one query per line with defaults.  Reads never write.
+``recall_batch`` runs one query per line with defaults.  Reads never write (but for the
+device-local access counts while ``weight_access`` is on: batched, storage/search.py).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import operator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from . import validate
+from . import clock, validate
 from .clock import now_millis, parse_time
 from .errors import BMError, InvalidInput, ModelMismatch, UsageError
 from .recall import Query, Weights, searcher
@@ -85,6 +86,8 @@ def recall(store: "Store", query: str | bytes, *, k: int | None = None, user: st
             item["score"] = round(h["score"], 6)
             item["signals"] = h["signals"]
             out.append(item)
+    if weights.access:  # counted only while the signal is on: reads write nothing by default
+        store.searcher.note_access([item["id"] for item in out], clock.now_millis())
     return out
 
 

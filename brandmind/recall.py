@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import scoring
+from . import clock, scoring
 from .scoring import Pool, Signals, Weights
 from .storage import graph as kg
 from .storage import search
@@ -265,6 +265,9 @@ class Searcher:
             pos = self._add_graph(p, pos, ri, m, signals, q.vector)
         # the turns around the best candidate turns join the pool (their own base scores)
         self._neighbours(p, pos, ri, m, signals, q.vector)
+        if q.weights.access:  # how often recall returned each one (device-local counts)
+            hits, last = self.index.access(p.cols["rowid"].tolist())
+            scoring.add_access(p, scoring.access_bonus(q.weights, hits, last, clock.now_millis()))
         return scoring.rank(p, signals, q.k, lambda rowids: search.texts_of(self.sql, rowids))
 
 

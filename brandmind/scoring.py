@@ -48,13 +48,14 @@ class Weights:
     dated: float = 0.1
     recency: float = 0.0
     importance: float = 0.1
+    access: float = 0.0  # how often and how lately recall returned it (off by default: add_access)
     half_life_days: float = 30.0
 
     @classmethod
     def from_config(cls, config: Any) -> "Weights":
         values = {f: getattr(config, f"weight_{f}") for f in
                   ("vector", "keyword", "speaker", "neighbor", "episode", "graph", "time", "recency", "importance",
-                   "dated")
+                   "dated", "access")
                   if hasattr(config, f"weight_{f}")}
         if hasattr(config, "recency_half_life_days"):
             values["half_life_days"] = config.recency_half_life_days
@@ -155,6 +156,21 @@ def base_scores(p: Pool, s: Signals, start: int = 0) -> None:
     p.base[sl] = total
 
 
+def access_bonus(w: Weights, hits: np.ndarray, last: np.ndarray, now: int) -> np.ndarray:
+    """The ``access`` signal (``weight_access``, 0 by default): how often recall returned a
+    memory, each return fading with the recency half-life since the last one (reinforcement:
+    strength = hits * 0.5 ** (days since last / half-life)), saturating: w * s / (1 + s)."""
+    days = np.maximum(0, now - last) / DAY_MS
+    strength = hits * 0.5 ** (days / w.half_life_days)
+    return w.access * strength / (1.0 + strength)
+
+
+def add_access(p: Pool, bonus: np.ndarray) -> None:
+    """Add each entry's access bonus (:func:`access_bonus`, in pool order) to its base score."""
+    p.base += bonus
+    p.parts["access"] = (bonus, bonus > 0)
+
+
 def best(p: Pool, n: int, among: np.ndarray | None = None) -> np.ndarray:
     """Indices of the ``n`` entries of highest base score (ties: lower rowid), best first."""
     idx = np.arange(len(p)) if among is None else among
@@ -253,6 +269,8 @@ def _signals(p: Pool, s: Signals, i: int, neighbor: float, episode: float,
               "importance": lambda: {"importance": float(c["importance"][i])}}
     out = {name: (float(p.parts[name][0][i]), detail[name]()) for name in BASE
            if name in p.parts and p.parts[name][1][i]}
+    if "access" in p.parts and p.parts["access"][1][i]:
+        out["access"] = (float(p.parts["access"][0][i]), {})
     if i in p.via:
         out["graph"] = (float(p.graph[i]), p.via[i])
     if neighbor:

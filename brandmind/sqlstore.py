@@ -24,6 +24,7 @@ from .storage import skills as skills_schema
 from .storage import converge as converge_schema
 from .storage import extract as extract_schema
 from .storage import memories as memories_schema
+from .storage import expiry as expiry_schema
 from .storage import recallsql as recallindex_schema
 from .storage import workspace as workspace_schema
 
@@ -116,12 +117,15 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0013_vec_pending", lambda dim: list(memories_schema.PENDING_SCHEMA)),
     # every memory changed or removed, and every vector made late, for the recall index
     ("0014_recall_changes", lambda dim: list(recallindex_schema.SCHEMA)),
+    # forgetting on a schedule: a memory's expiry (--ttl) and pin, and the device-local access
+    # counts recall may rank on (brandmind/expiry.py, brandmind/storage/expiry.py)
+    ("0015_expiry", lambda dim: list(expiry_schema.SCHEMA)),
     # which turns an extractor has read (brandmind/extract/run.py): a re-run does not resend them
     ("0016_extract_state", lambda dim: list(extract_schema.SCHEMA)),
 ]
 
 # tables that hold this device's own state, not a projection of the op log
-DEVICE_LOCAL_TABLES = ("remote_map", "extract_state")
+DEVICE_LOCAL_TABLES = ("remote_map", "memory_access", "extract_state")
 
 
 def copy_device_local(src: "SQLStore", dst: "SQLStore") -> None:
@@ -288,13 +292,13 @@ class SQLStore:
         c.execute(
             """INSERT INTO memories(id, text, type, user_id, agent_id, importance, created_at,
                updated_at, valid_from, valid_to, source, provenance, meta, op_id,
-               recorded_at, subject, predicate, object, hlc)
-               VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+               recorded_at, subject, predicate, object, hlc, expires_at)
+               VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
             (m["id"], m["text"], m["type"], m["user"], m.get("agent"), float(m["importance"]),
              m["ts"], m.get("updated", m["ts"]), m.get("valid_from"), m.get("valid_to"),
              m["source"], dumps(m.get("provenance", [])).decode(), dumps(m.get("meta", {})).decode(), m["op_id"],
              m.get("recorded_at", m.get("updated", m["ts"])), m.get("subject"), m.get("predicate"),
-             m.get("object"), m.get("hlc")))
+             m.get("object"), m.get("hlc"), m.get("expires_at")))
         rowid = c.last_insert_rowid()
         c.execute("INSERT INTO memories_fts(rowid, text) VALUES(?,?)", (rowid, m["text"]))
         if vector is None:
@@ -328,6 +332,7 @@ class SQLStore:
         c.execute("DELETE FROM vec_pending WHERE rowid=?", (rowid,))
         c.execute("DELETE FROM memories_vec WHERE rowid=?", (rowid,))
         c.execute("DELETE FROM memories WHERE rowid=?", (rowid,))
+        expiry_schema.drop_access(self, memory_id)
         return op_id
 
     def memory_ids(self, where: str = "1", args: tuple = ()) -> list[str]:

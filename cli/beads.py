@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import (JsonlOpt, JsonOpt, TsOpt, UserOpt, confirm, name_check, note_unknown_user, open_input,
+from .common import (JsonlOpt, JsonOpt, TsOpt, UserOpt, by, confirm, name_check, note_unknown_user, open_input,
                      open_store, option, progress_bar, read_text_arg, store_for_writing)
 from .output import beads_table, emit, info, kv_table, wants_json
 
@@ -17,6 +17,8 @@ def ingest(
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Report bad lines and go on instead of stopping.")] = False,
     extract: Annotated[bool, typer.Option("--extract", help="Also extract atomic facts from the turns (config `extractor`: rules or llm) and store them with reconciliation.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Store nothing and call no LLM: report what would be ingested and, with --extract, the estimated LLM calls and tokens (rules: the facts).")] = False,
+    ttl: Annotated[Optional[str], option("--ttl", help="Forget these turns (and what is made from them) this long from now: 2s, 90m, 12h, 30d, 2w.",
+                                         check=by("brandmind.expiry:check_ttl"))] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Store a conversation: each message becomes a bead and a recallable raw-turn memory.
@@ -30,9 +32,10 @@ def ingest(
       cat chat.jsonl | bm ingest - --user ann
       echo '{"role": "user", "content": "I moved to Berlin"}' | bm ingest - -u ann --extract
       bm ingest chat.jsonl --extract --dry-run   (then without --dry-run)
+      bm ingest session.jsonl -u ann --ttl 7d    (forgotten a week from now)
     """
     with open_input(path) as fh, store_for_writing() as mem, progress_bar("ingesting") as bar:
-        report = mem.ingest(fh, user=user, skip_bad=skip_bad, extract=extract, dry_run=dry_run,
+        report = mem.ingest(fh, user=user, skip_bad=skip_bad, extract=extract, dry_run=dry_run, ttl=ttl,
                             progress=lambda r: bar(r["ingested"] + r["duplicates"], None))
     for bad in report["bad"]:
         info(f"skipped line {bad['line']}: {bad['error']}")

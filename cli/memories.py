@@ -12,6 +12,10 @@ from .common import (AgentOpt, JsonlOpt, JsonOpt, TsOpt, TypeOpt, UserOpt, by, c
 from .output import emit, explain_table, info, kv_table, memories_table, wants_json
 
 
+TtlOpt = Annotated[Optional[str], option("--ttl", help="Forget it this long from now (2s, 90m, 12h, 30d, 2w): recall and context stop showing it then.",
+                                         check=by("brandmind.expiry:check_ttl"))]
+
+
 def _no_constant(name: str) -> None:
     raise ValueError(name)
 
@@ -42,6 +46,8 @@ def remember(
     ts: TsOpt = None,
     fact: Annotated[bool, typer.Option("--fact", help="TEXT is a JSON fact {subject, predicate, object, valid_from?, ...}: stored with reconciliation; prints the action and id.")] = False,
     extract: Annotated[bool, typer.Option("--extract", help="Also extract atomic facts from TEXT (config `extractor`: rules or llm; \"I\" is the user) and store them with reconciliation.")] = False,
+    ttl: TtlOpt = None,
+    pin: Annotated[bool, typer.Option("--pin", help="Pin it: never expired, never taken by `forget --older-than` (bm unpin ID undoes it).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Store one memory and print its id ({"id"} as JSON when piped).  The first write
@@ -52,7 +58,13 @@ def remember(
       echo "Ann moved to Lisbon in May" | bm remember - --type fact --user ann
       bm remember "Prefers green tea" -t preference -u ann --importance 0.8 --meta source=chat
       bm remember --fact '{"subject": "Ann", "predicate": "lives_in", "object": "Lisbon", "valid_from": "2024-05-01"}'
+      bm remember "door code is 4711 today" -u ann --ttl 12h   # recalled for 12 hours, then forgotten
     """
+    if fact and (ttl is not None or pin):
+        from brandmind.errors import UsageError
+
+        raise UsageError("--ttl and --pin do not go with --fact",
+                         hint="store the fact, then `bm pin ID`; or remember plain text with --ttl")
     if fact and extract:
         from brandmind.errors import UsageError
 
@@ -66,7 +78,8 @@ def remember(
         return
     with store_for_writing() as mem:
         item = mem.remember(read_text_arg(text), type=type, user=user, agent=agent,
-                            importance=importance, meta=_meta(meta or []), ts=ts, extract=extract)
+                            importance=importance, meta=_meta(meta or []), ts=ts, extract=extract,
+                            ttl=ttl, pin=pin)
     if wants_json(as_json):
         out = {"id": item["id"]}
         if extract:
@@ -204,46 +217,86 @@ def _recall_batch(path: str, user: Optional[str], agent: Optional[str], **defaul
 def forget(
     memory_id: Annotated[Optional[str], typer.Argument(help="The id of a memory (m_...) or of a turn (b_...).")] = None,
     match: Annotated[Optional[str], typer.Option("--match", help="Forget the user's memories and turns containing every word of this text.")] = None,
-    user: Annotated[Optional[str], option("--user", "-u", help="Whose memories --match looks in (default: the configured user).",
+    user: Annotated[Optional[str], option("--user", "-u", help="Whose memories --match or --older-than look in (default: the configured user).",
                                           check=name_check("user"))] = None,
     wipe_user: Annotated[Optional[str], option("--wipe-user", help="Forget everything of this user: memories, turns, graph, blocks, files.",
                                                check=name_check("user"))] = None,
+    older_than: Annotated[Optional[str], option("--older-than", help="Forget the user's memories and turns dated more than this long ago (30d, 12h, 2w), except pinned ones.",
+                                                check=by("brandmind.expiry:check_ttl"))] = None,
+    expired: Annotated[bool, typer.Option("--expired", help="Forget now what expired (--ttl); also done on the next open and by the daemon.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="With --older-than or --expired: say how many would go, forget nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Forget memories and the turns they came from: gone from recall, context, beads,
-    export and the store's files; the log keeps only a tombstone.
+    export and the store's files; the log keeps only a tombstone.  Pinned memories
+    (bm pin) are left by --older-than and never expire; naming one by ID forgets it.
 
     \b
     Examples:
       bm forget m_01h...                               # a memory and the turns it came from
       bm forget b_01h... --yes                         # a turn and what was made from it
       bm forget --match "locker code" -u ann --yes     # ann's memories and turns with both words
+      bm forget --older-than 30d -u ann --dry-run      # how many of ann's are older than 30 days
+      bm forget --expired                              # what --ttl let expire, now
       bm forget --wipe-user ann --yes                  # everything of ann
     """
-    from brandmind.errors import UsageError
-
-    if user is not None and match is None:
-        raise UsageError("-u/--user only scopes --match",
-                         hint=f"to forget everything of {user!r}: bm forget --wipe-user {user} --yes")
-    if len([x for x in (memory_id, match, wipe_user) if x is not None]) != 1:
-        raise UsageError("give exactly one of ID, --match or --wipe-user",
-                         hint="bm forget ID, bm forget --match TEXT -u USER, or bm forget --wipe-user USER")
+    _check_forget_args(memory_id, match, user, wipe_user, older_than, expired, dry_run)
     with open_store() as mem:
         if memory_id is not None:
             result = _forget_one(mem, memory_id, yes)
         elif wipe_user is not None:
             result = _forget_user(mem, wipe_user, yes)
+        elif older_than is not None or expired:
+            result = _forget_by_age(mem, older_than, user, dry_run, yes)
         else:
             result = _forget_matching(mem, match or "", user, yes)
         if "memories" in result:
-            result = {"forgotten": result["memories"], "beads": result["beads"]}
+            result = {"forgotten": result["memories"], "beads": result["beads"],
+                      **({"dry_run": True} if dry_run else {}), **({"before": result["before"]} if "before" in result else {})}
     if wants_json(as_json):
         print(json.dumps(result))
     elif "user" in result:
         info(f"forgot {json.dumps(result['forgotten'])}")
+    elif dry_run:
+        info(f"would forget {len(result['forgotten'])} memories and {len(result['beads'])} turns"
+             " (and the turns and memories they came from or gave)")
     elif result["forgotten"] or result["beads"]:
         info(f"forgot {len(result['forgotten'])} memories and {len(result['beads'])} turns")
+
+
+def _check_forget_args(memory_id: Optional[str], match: Optional[str], user: Optional[str], wipe_user: Optional[str],
+                       older_than: Optional[str], expired: bool, dry_run: bool) -> None:
+    from brandmind.errors import UsageError
+
+    if user is not None and match is None and older_than is None:
+        raise UsageError("-u/--user only scopes --match and --older-than",
+                         hint=f"to forget everything of {user!r}: bm forget --wipe-user {user} --yes")
+    if len([x for x in (memory_id, match, wipe_user, older_than, expired or None) if x is not None]) != 1:
+        raise UsageError("give exactly one of ID, --match, --older-than, --expired or --wipe-user",
+                         hint="bm forget ID, bm forget --match TEXT -u USER, bm forget --older-than 30d, "
+                              "or bm forget --wipe-user USER")
+    if dry_run and older_than is None and not expired:
+        raise UsageError("--dry-run goes with --older-than or --expired",
+                         hint="bm forget --older-than 30d --dry-run")
+
+
+def _forget_by_age(mem: Any, older_than: Optional[str], user: Optional[str], dry_run: bool, yes: bool) -> dict:
+    """``--older-than AGE`` (after a confirmation) or ``--expired``."""
+    from brandmind.errors import UsageError
+
+    if older_than is None:
+        return mem.forget_expired(dry_run=dry_run)
+    found = mem.forget_older_than(older_than, user=user, dry_run=True)
+    if dry_run or not (found["memories"] or found["beads"]):
+        return found
+    if not yes and not sys.stdin.isatty():
+        raise UsageError(f"refusing to forget {len(found['memories'])} memories and {len(found['beads'])} turns "
+                         f"dated before {found['before']} without confirmation", hint="add --yes to confirm (or --dry-run)")
+    if not confirm(f"Forget {len(found['memories'])} memories and {len(found['beads'])} turns dated before "
+                   f"{found['before']}?", yes):
+        raise typer.Exit(1)
+    return mem.forget_older_than(older_than, user=user)
 
 
 def _forget_one(mem: Any, memory_id: str, yes: bool) -> dict:
@@ -284,6 +337,35 @@ def _forget_matching(mem: Any, match: str, user: Optional[str], yes: bool) -> di
     if not confirm(f"Forget these {len(found)} memories and {len(turns)} turns?", yes):
         raise typer.Exit(1)
     return mem.forget_many([m["id"] for m in found], [b["id"] for b in turns])
+
+
+def pin(memory_id: Annotated[str, typer.Argument(help="Memory id (m_...).")], as_json: JsonOpt = False) -> None:
+    """Pin a memory: it never expires (--ttl) and `forget --older-than` leaves it (and the
+    turns it came from); `bm forget ID` still forgets it.  Syncs to your other devices.
+
+    \b
+    Example:
+      bm pin m_01h...   # prints the id ({"id", "pinned": true} when piped)
+    """
+    _set_pin(memory_id, True, as_json)
+
+
+def unpin(memory_id: Annotated[str, typer.Argument(help="Memory id (m_...).")], as_json: JsonOpt = False) -> None:
+    """Unpin a memory: a ttl it has applies again (past it, it is forgotten at once).
+
+    \b
+    Example:
+      bm unpin m_01h...
+    """
+    _set_pin(memory_id, False, as_json)
+
+
+def _set_pin(memory_id: str, pinned: bool, as_json: bool) -> None:
+    with store_for_writing() as mem:
+        item = mem.pin(memory_id, pinned)
+        if not pinned:
+            mem.forget_expired()
+    print(json.dumps({"id": item["id"], "pinned": item["pinned"]}) if wants_json(as_json) else item["id"])
 
 
 memories_app = typer.Typer(help="List and show stored memories.", no_args_is_help=True)

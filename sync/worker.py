@@ -111,6 +111,7 @@ class Worker:
             try:
                 while not self._stop.is_set() and self._step():
                     pass
+                self._housekeep()
                 self._save_index()
                 backoff = 0.0
                 self._idle.set()
@@ -119,6 +120,16 @@ class Worker:
                 self._failed(exc, backoff)
             finally:
                 self._set("busy", None)
+
+    def _housekeep(self) -> None:
+        """Forget what expired (--ttl) and write recall's access counts (brandmind/expiry.py)."""
+        from brandmind import expiry
+
+        self._set("busy", "expiry")
+        forgotten = expiry.housekeeping(self.get_store, self.lock)
+        if forgotten:
+            with self._mu:
+                self._stats["expired"] = self._stats.get("expired", 0) + forgotten
 
     def _save_index(self) -> None:
         """Nothing left to do: write the recall index file if the daemon is well ahead of it."""

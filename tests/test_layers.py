@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, list[str]]] = [
                     "ingest", "bulk", "piiterms", "pii", "extract.base", "extract", "extract.predicates", "extract.dates",
                     "extract.patterns", "extract.phrases", "extract.makers", "extract.verbs",
                     "extract.clauses", "extract.rules", "extract.openai_chat", "extract.llm", "extract.choose", "lmdbscrub"]),
-    ("storage", ["logtxn", "oplog", "storage", "storage.indexfile", "storage.recallsql", "storage.recallindex",
+    ("storage", ["logtxn", "oplog", "storage", "storage.indexfile", "storage.recallsql", "storage.expiry", "storage.recallindex",
                  "storage.keywords", "storage.graph", "storage.*", "sqlstore"]),
     ("rules", ["ops", "merge", "opcheck", "blockrules", "personarules", "skillrules", "logforget",
                "held", "converge", "applying", "projection", "replication"]),
@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("domain", ["beads", "scoring", "recall", "query", "factrules", "facts", "graphviews", "graph", "blocks", "personas", "skills",
                 "workspace_files", "workspace_bucket", "workspace_s3", "workspace_index", "workspace", "privacy", "context", "consolidate",
                 "importers",  # (bm import --from: reads other tools' exports; the facade stores them)
-                "forgetting", "exchange", "extract.run", "ingesting", "backlog", "admin"]),
+                "forgetting", "expiry", "exchange", "extract.run", "ingesting", "backlog", "admin"]),
     ("facade", ["memory", ""]),
 ]
 HEAVY = {"numpy", "apsw", "lmdb", "onnxruntime", "onnx", "pycrdt", "boto3", "botocore", "sqlite_vec",

@@ -32,7 +32,8 @@ ISSUE_CASES = [("importance", "high"), ("importance", None), ("user", 7), ("agen
 
 # -- material: one op of every kind, one record of every export kind, made by a real store --------
 def _workload(mem: Memory) -> None:
-    m1 = mem.remember("Ann lives in Lisbon", user="ann", meta={"a": 1})
+    m1 = mem.remember("Ann lives in Lisbon", user="ann", meta={"a": 1}, ttl="30d")  # expires_at (brandmind/expiry.py)
+    mem.pin(m1["id"])  # memory.pin
     mem.remember("Ann lives in Lisbon", user="ann")  # a near-duplicate: consolidate merges it
     mem.ingest([{"role": "user", "content": "hello there", "id": "t1"}], user="ann")
     n1, n2 = mem.graph.add_node("Lisbon", user="ann"), mem.graph.add_node("Ann", user="ann")

@@ -38,6 +38,8 @@ def memory_out(row: dict) -> dict:
         "recorded_at": iso(row.get("recorded_at")), "retired_at": iso(row.get("retired_at")),
         "subject": row.get("subject"), "predicate": row.get("predicate"), "object": row.get("object"),
         "superseded_by": row.get("superseded_by"), "confirmations": row.get("confirmations") or 0,
+        # forgetting on a schedule (brandmind/expiry.py)
+        "expires_at": iso(row.get("expires_at")), "pinned": bool(row.get("pinned")),
     }
 
 

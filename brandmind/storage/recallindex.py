@@ -38,7 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import clock
 from ..clock import now_millis
+from .expiry import expired_rowids
 from .indexfile import COLUMNS, IndexFile, hamming, remove_abandoned, rotation, scrub, signs, smallest
 from .recallsql import (ReadSnapshot, all_rows, all_vectors, changed_rowids, epoch, episode_key, last_change,
                         memory_total, neighbours_of, rows_after, rows_of, turn_order, vectors_of)
@@ -413,6 +415,9 @@ class RecallIndex:
         if self._mask is None or self._mask[0] != key:
             self._mask = (key, self._static_mask(f))
         m = self._mask[1].copy()
+        if not f.everything and n:  # expired (--ttl), not forgotten yet: never returned (real clock)
+            gone = self.positions(expired_rowids(self.sql, clock.now_millis()))
+            m[gone[gone >= 0]] = False
         if f.everything or f.as_of is not None or not n:
             return m
         t = f.now if f.now is not None else now_millis()

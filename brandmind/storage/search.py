@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from .. import clock
 from ..clock import now_millis, parse_time
+from .expiry import access_of, add_access, live_sql
 from .indexfile import scrub_names
 from . import graph as kg
 from .recallindex import RecallIndex
@@ -25,6 +27,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def _marks(items: list) -> str:
     return ",".join("?" * len(items))
+
+
+ACCESS_BATCH = 256  # memories counted before their counts are written (and on close)
 
 # keyword search: storage/keywords.py (its names re-exported for recall.py and memory.py)
 from .keywords import (CANDIDATE_POSTINGS, COMMON_MIN_DOCS, COMMON_SHARE, MAX_POSTINGS,  # noqa: E402,F401
@@ -175,6 +180,9 @@ class Filters:
             frag, fargs = current_sql(alias, self.as_of, now=self.now)
             where.append(frag)
             args.extend(fargs)
+            frag, fargs = live_sql(alias, clock.now_millis())  # not expired (--ttl): the real clock
+            where.append(frag)
+            args.extend(fargs)
         return " AND ".join(where), args
 
     def vec_sql(self) -> tuple[str, list[Any]]:
@@ -212,6 +220,7 @@ class SearchIndex:
         self.keywords = KeywordSearch(sql)
         self._stale = True
         self._graph_empty: tuple[int, bool] | None = None
+        self._access: dict[str, list[int]] = {}  # id -> [hits, last ms] not written yet
 
     def invalidate(self) -> None:
         """Called after this process wrote: the next search brings the index up to date
@@ -221,8 +230,44 @@ class SearchIndex:
         self._speakers.clear()
 
     def close(self) -> None:
-        """Write the recall index file if this process caught up well beyond it."""
+        """Write the access counts, and the recall index file if this process caught up well beyond it."""
+        self.flush_access()
         self.save_index()
+
+    # -- access counts (recall's ``weight_access`` signal: counted only while it is on) ----
+    def note_access(self, ids: list[str], now: int) -> None:
+        """Recall returned ``ids``: counted here, written in batches (:meth:`flush_access`)."""
+        for memory_id in ids:
+            entry = self._access.setdefault(memory_id, [0, 0])
+            entry[0] += 1
+            entry[1] = max(entry[1], now)
+        if len(self._access) >= ACCESS_BATCH:
+            self.flush_access()
+
+    def flush_access(self) -> int:
+        """Add the counts kept here to the ``memory_access`` table; returns how many memories.
+        Dropped if SQLite is busy or read-only (a ranking hint, not data)."""
+        import apsw
+
+        if not self._access or self.sql.conn.in_transaction:
+            return 0
+        counts, self._access = self._access, {}
+        try:
+            with self.sql.write():
+                add_access(self.sql, {i: (n, t) for i, (n, t) in counts.items()})
+        except (apsw.BusyError, apsw.ReadOnlyError):
+            return 0
+        return len(counts)
+
+    def access(self, rowids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """``(hits, last ms)`` of the memories ``rowids``, as arrays in their order."""
+        got = access_of(self.sql, rowids)
+        hits, last = np.zeros(len(rowids)), np.zeros(len(rowids), np.int64)
+        for j, rowid in enumerate(rowids):
+            mid, n, t = got.get(rowid, ("", 0, 0))
+            extra = self._access.get(mid, (0, 0))
+            hits[j], last[j] = n + extra[0], max(t, extra[1])
+        return hits, last
 
     def save_index(self, lock: Any = None) -> bool:
         """Write the recall index file if this process caught up well beyond it (``lock``:
