@@ -11,7 +11,8 @@ from .common import JsonlOpt, JsonOpt, UserOpt, open_store, store_for_writing
 from .output import emit, info, wants_json
 
 fs_app = typer.Typer(
-    help="The user's workspace of files: /.profile and /notes are indexed for recall; /drafts and /system are not.",
+    help="The user's workspace of files: /.profile and /notes are indexed for recall; /drafts and /system are not. "
+         "Kept in the data directory, or encrypted on S3 with `bm config set workspace s3://BUCKET/PREFIX`.",
     no_args_is_help=True)
 
 PathArg = Annotated[str, typer.Argument(help="Workspace path, e.g. /notes/ideas.md.")]
