@@ -112,6 +112,24 @@ def test_hf_embedder_posts_feature_extraction_with_the_token(server, monkeypatch
 
 
 # -- the chain ------------------------------------------------------------------------------------------
+def test_the_embedder_setting_is_one_provider_or_a_chain(tmp_path, monkeypatch):
+    from brandmind.config import Config, coerce
+    from brandmind.errors import ConfigError
+
+    monkeypatch.delenv("BM_EMBEDDER")
+    (tmp_path / "config.toml").write_text('embedder = ["ollama", "local"]\n')
+    assert Config.load(tmp_path).embedder == "ollama,local"
+    monkeypatch.setenv("BM_EMBEDDER", " openai , hf ")
+    assert Config.load(tmp_path).embedder == "openai,hf"
+    assert coerce("embedder", "local") == "local"
+    for bad in ("ollama,ollama", "ollama,nope", "", ["local", 3]):
+        with pytest.raises(ConfigError) as err:
+            coerce("embedder", bad)
+        assert "bm config set embedder ollama,local" in err.value.hint
+    with pytest.raises(ConfigError, match="llm_provider"):
+        coerce("llm_provider", "anthropic")
+
+
 def use_chain(monkeypatch, server, chain: str) -> None:
     monkeypatch.setenv("BM_EMBEDDER", chain)
     monkeypatch.setenv("BM_OPENAI_BASE_URL", server.url)
@@ -319,6 +337,8 @@ def test_a_re_run_sends_nothing_already_extracted_and_a_new_model_re_reads(opena
     assert first["facts"]["added"] >= 1
     # 24 of the 30 turns gave no fact; before extraction state they were all sent again
     before = len(openai_llm.calls)
+    dry = bm("ingest", path, "--user", "ann", "--extract", "--dry-run", "--json").json()
+    assert dry["llm"]["calls"] == 0 and dry["extract"]["turns"] == 0  # the estimate knows it too
     again = bm("ingest", path, "--user", "ann", "--extract", "--json").json()
     assert again["llm"]["calls"] == 0 and len(openai_llm.calls) == before and again["extract"]["turns"] == 0
     with open_memory() as mem:  # state survives a rebuild (device-local, carried over)
