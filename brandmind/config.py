@@ -71,7 +71,7 @@ DEFAULTS: dict[str, Any] = {
     "recall_global_k": 3,
     # ingest: a pause longer than this starts a new episode of a conversation thread
     "episode_gap_minutes": 30,
-    # fact extractor for --extract: rules (offline, the default) or llm (Ollama chat at ollama_host)
+    # fact extractor for --extract: rules (offline, the default) or llm (a chat model, see llm_provider)
     "extractor": "rules",
     # the Ollama chat model of the llm extractor and arbiter
     "llm_model": "llama3.1:8b",

@@ -5,7 +5,7 @@ Two extractors:
 * ``rules`` (:class:`~brandmind.extract.rules.RulesExtractor`, the embedded
   default): offline regular-expression rules for the common personal-memory
   patterns; no network, thousands of turns a second, precision over recall.
-* ``llm`` (:class:`~brandmind.extract.llm.LLMExtractor`): an Ollama chat model
+* ``llm`` (:class:`~brandmind.extract.llm.LLMExtractor`): an Ollama or OpenAI-compatible chat model
   with structured JSON output, prompts kept as versioned files in
   ``brandmind/extract/prompts/``, with per-run call and token caps.
 

@@ -28,4 +28,5 @@ def get_extractor(config: Any = None, **overrides: Any) -> Extractor:
         options.update(overrides)
         return LLMExtractor(**options)
     raise ConfigError(f"unknown extractor {kind!r}",
-                      hint="use rules (offline, the default) or llm (Ollama chat): `bm config set extractor rules`")
+                      hint="use rules (offline, the default) or llm (Ollama or OpenAI-compatible chat, "
+                           "llm_provider): `bm config set extractor rules`")
