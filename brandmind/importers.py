@@ -298,7 +298,9 @@ def _visible_branch(mapping: dict, current: Any, where: str) -> list[tuple[str, 
         current, seen = (roots[0] if roots else None), set()
         while current is not None and current not in seen:
             seen.add(current)
-            kids = [c for c in (mapping.get(current) or {}).get("children") or () if c in mapping]
+            node = mapping.get(current)
+            children = node.get("children") if isinstance(node, dict) else None
+            kids = [c for c in children if isinstance(c, str) and c in mapping] if isinstance(children, list) else []
             if not kids:
                 break
             current = kids[-1]
@@ -316,7 +318,8 @@ def _visible_branch(mapping: dict, current: Any, where: str) -> list[tuple[str, 
 
 def _chatgpt_turn(msg: dict) -> tuple[str | None, str]:
     """(role, text) of a visible turn, or (None, "") for what the user never saw as one."""
-    role = (msg.get("author") or {}).get("role")
+    author = msg.get("author")
+    role = author.get("role") if isinstance(author, dict) else None
     meta = msg.get("metadata") or {}
     content = msg.get("content") or {}
     if (role not in ("user", "assistant") or not isinstance(meta, dict) or not isinstance(content, dict)

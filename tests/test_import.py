@@ -192,3 +192,51 @@ def test_stdin_is_read_as_the_file(bm, kind):
     res = bm("import", "--from", kind, "-", "-u", "cy", "--dry-run", input=data)
     assert res.code == 0 and res.json()["new"] == ({"turns": 8} if kind == "chatgpt" else
                                                    {"memories": 3, "nodes": 0, "edges": 0, "mentions": 0}), res
+
+
+def test_without_current_node_the_newest_branch_is_read():
+    """An export without ``current_node`` (older ones; a single conversation saved by hand): the
+    last child at each step from the root, i.e. the latest edit."""
+    from brandmind.importers import read_export
+
+    conv = json.loads(CHATGPT.read_text())[0]
+    del conv["current_node"]
+    export = read_export("chatgpt", json.dumps(conv).encode())  # one conversation, not a list: read too
+    assert [m["id"] for m in export.messages] == ["m-u1", "m-a1", "m-u2-alt", "m-a2-alt"], export.messages
+    assert export.messages[2]["content"] == "What about Lisbon instead?" and export.skipped == 2
+
+
+def _positions(doc, path=()):
+    """Every place in a JSON document: (path to it)."""
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for key, value in items:
+        yield path + (key,)
+        yield from _positions(value, path + (key,))
+
+
+def test_any_damage_to_an_export_is_an_error_with_a_hint_never_a_crash():
+    """Each fixture with any one of its values swapped for another JSON type: it reads, or it
+    is one BMError (the CLI's one `Error:` line, with a hint), never another exception."""
+    from brandmind.errors import BMError
+    from brandmind.importers import read_export
+
+    kinds = {"chatgpt": CHATGPT, "claude": CLAUDE, "mem0": MEM0, "basic-memory": GRAPH}
+    refused = tried = 0
+    for kind, path in kinds.items():
+        text = path.read_text()
+        original = [json.loads(line) for line in text.splitlines()] if kind == "basic-memory" else json.loads(text)
+        for where in list(_positions(original)):
+            for other in (None, {"a": None}):  # where an object, a list or a text belongs
+                doc = json.loads(json.dumps(original))
+                holder = doc
+                for key in where[:-1]:
+                    holder = holder[key]
+                holder[where[-1]] = other
+                data = ("\n".join(json.dumps(d) for d in doc) if kind == "basic-memory" else json.dumps(doc)).encode()
+                tried += 1
+                try:
+                    read_export(kind, data)
+                except BMError as exc:
+                    assert exc.hint, exc.message
+                    refused += 1
+    assert tried > 500 and refused > 100, (tried, refused)  # the damage was seen, not only read past
