@@ -82,6 +82,7 @@ def compact(store: Any, remote: Any, *, blob_grace_s: float = BLOB_GRACE_S) -> d
         out["seconds"] = round(time.perf_counter() - t0, 3)
         return out
     entry, _ = snapshot.upload(store, remote)
+    base_blobs = entry.pop("blobs")
     snap_vv = {r: int(n) for r, n in entry["vv"].items()}
     last = {r: [op["hlc"], op["kind"]] for r, n in snap_vv.items() if (op := store.log.get_op(r, n))}
     prev: list[str] = []
@@ -107,7 +108,7 @@ def compact(store: Any, remote: Any, *, blob_grace_s: float = BLOB_GRACE_S) -> d
             remote.delete(seg.key)
             out["segments_deleted"] += 1
     out["snapshots_deleted"] += _drop_others(remote, entry["name"], prev, blob_grace_s)
-    out["blobs_deleted"] = _drop_blobs(store, remote, snap_vv, blob_grace_s)
+    out["blobs_deleted"] = _drop_blobs(store, remote, snap_vv, base_blobs, blob_grace_s)
     out["seconds"] = round(time.perf_counter() - t0, 3)
     return out
 
@@ -175,9 +176,10 @@ def _older(item: dict, when: float) -> bool:
     return modified is None or modified.timestamp() <= when
 
 
-def _drop_blobs(store: Any, remote: Any, floor: dict[str, int], grace_s: float) -> int:
-    """Blobs no live bead names: not this store's, not one in a segment left past the floor."""
-    keep = {remote.blob_name(b["blob"]) for b in store.log.blob_beads()}
+def _drop_blobs(store: Any, remote: Any, floor: dict[str, int], base_blobs: list[str], grace_s: float) -> int:
+    """Blobs no live bead names: not the base's, not this store's now, not one in a segment
+    left past the floor."""
+    keep = {remote.blob_name(d) for d in base_blobs} | {remote.blob_name(b["blob"]) for b in store.log.blob_beads()}
     for replica in remote.replicas():
         for seg in remote.segments(replica, int(floor.get(replica, 0)) + 1):
             keep.update(remote.blob_name(d) for d in blob_digests(remote.read_segment(seg, replica)))

@@ -11,7 +11,8 @@ Layout under ``<prefix>/snapshots/`` (everything encrypted, see crypto.py)::
     <maker replica>-<vv hash>.snap        manifest: version vector, model, parts (+ SHA-256)
     <maker replica>-<vv hash>.snap.<i>    the parts of a tar of log.lmdb + memory.sqlite
     index.json                            the snapshots, newest last (If-Match CAS); the
-                                          KEEP newest are kept, older ones deleted
+                                          KEEP newest are kept, older ones deleted (never
+                                          compaction's base: compact.py)
 
 ``create(store, remote)`` (``bm sync snapshot``): SQLite is copied first (online backup), then
 LMDB (``env.copy``, compacted): the projection may lag the log, never lead it, and the
@@ -71,13 +72,15 @@ def create(store: Any, remote: Any, *, part_bytes: int = PART_BYTES, keep: int =
     entry.  ``store``: a StoreHandle (a Memory gives its ``.store``)."""
     t0 = time.perf_counter()
     entry, parts = upload(store, remote, part_bytes=part_bytes)
+    entry.pop("blobs")
     register(remote, entry, keep)
     return {**entry, "parts": parts, "seconds": round(time.perf_counter() - t0, 3)}
 
 
 def upload(store: Any, remote: Any, *, part_bytes: int = PART_BYTES) -> tuple[dict, int]:
     """Write a snapshot's parts, then its manifest, but not into the index (``register``):
-    compaction (compact.py) names it its base first.  Returns (entry, number of parts)."""
+    compaction (compact.py) names it its base first.  Returns (entry, number of parts);
+    ``entry["blobs"]`` (not stored in the index) lists the blobs the snapshot's beads name."""
     store = store_of(store)
     work = Path(tempfile.mkdtemp(prefix=".snapshot-", dir=Path(store.paths.data_dir)))
     try:
@@ -89,7 +92,7 @@ def upload(store: Any, remote: Any, *, part_bytes: int = PART_BYTES) -> tuple[di
                  "bytes": size, "model": store.sql.model, "dim": store.sql.dim, "created": _iso_now()}
         manifest = {"format": FORMAT, **entry, "parts": parts}
         remote.put(name, remote.keyring.seal(name, dumps(manifest)))
-        return entry, len(parts)
+        return {**entry, "blobs": _blob_digests(work / "log.lmdb")}, len(parts)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -107,6 +110,16 @@ def _pack(store: Any, work: Path) -> tuple[Path, dict[str, int]]:
         tar.add(work / "log.lmdb" / "data.mdb", arcname="log.lmdb/data.mdb")
         tar.add(work / "memory.sqlite", arcname="memory.sqlite")
     return tar_path, vv
+
+
+def _blob_digests(log_dir: Path) -> list[str]:
+    from brandmind.oplog import OpLog
+
+    log = OpLog(log_dir)
+    try:
+        return [b["blob"] for b in log.blob_beads()]
+    finally:
+        log.close()
 
 
 def _upload_parts(remote: Any, tar_path: Path, name: str, part_bytes: int) -> list[dict]:
