@@ -55,9 +55,10 @@ def _count(value: Any, what: str, *, least: int = 1) -> int:
 
 
 def _moment(at: str | int | None) -> Any:
-    """``cur(alias)``: the WHERE fragment keeping rows current at ``at`` (None: now)."""
+    """``cur(alias)``: the WHERE fragment (and args) keeping the rows of that table alias
+    current at ``at`` (None: now), by recall's rule (``storage.search.current_sql``)."""
     when = parse_time(at, field="at") if at is not None else None
-    return partial(current_sql, as_of=when, now=now_millis()), when
+    return partial(current_sql, as_of=when, now=now_millis())
 
 
 def hubs(store: Any, *, user: str | None = None, at: str | int | None = None, limit: int = 20,
@@ -67,13 +68,31 @@ def hubs(store: Any, *, user: str | None = None, at: str | int | None = None, li
     (``degree``, then weight; or ``weight``, then degree), then name."""
     limit, by = _count(limit, "limit"), check_by(by)
     u = store.user(user)
-    cur, _ = _moment(at)
+    cur = _moment(at)
     store.catch_up()
-    rows = kg.hub_rows(store.sql, u, cur, by=by, limit=limit)
-    mentions = kg.mention_counts(store.sql, [r["id"] for r in rows], cur)
-    return [{"id": r["id"], "name": r["name"], "type": r["type"], "degree": r["degree"],
-             "neighbors": r["neighbors"], "weight": round(r["weight"], 6), "memories": mentions.get(r["id"], 0)}
-            for r in rows]
+    degree: dict[str, int] = {}
+    weight: dict[str, float] = {}
+    near: dict[str, set[str]] = {}
+    for src, dst, w, mems in kg.live_entity_edges(store.sql, u, cur):
+        if mems is None:  # its facts are no longer current
+            continue
+        for here, other in ((src, dst), (dst, src)) if src != dst else ((src, src),):
+            degree[here] = degree.get(here, 0) + 1
+            weight[here] = weight.get(here, 0.0) + w
+            if other != here:
+                near.setdefault(here, set()).add(other)
+    if not degree:
+        return []
+    names = kg.nodes_by_id(store.sql, list(degree))
+    def rank(n: str) -> tuple:
+        first, second = (degree[n], weight[n]) if by == "degree" else (weight[n], degree[n])
+        return (-first, -second, names[n]["name"].casefold(), n)
+
+    best = sorted(degree, key=rank)[:limit]
+    mentions = kg.mention_counts(store.sql, best, cur)
+    return [{"id": n, "name": names[n]["name"], "type": names[n]["type"], "degree": degree[n],
+             "neighbors": len(near.get(n, ())), "weight": round(weight[n], 6), "memories": mentions.get(n, 0)}
+            for n in best]
 
 
 class _Ties:
@@ -89,7 +108,9 @@ class _Ties:
             self.weight[key] = self.weight.get(key, 0.0) + w
 
     def load(self, sql: Any, user: str, cur: Any) -> None:
-        for _id, src, dst, weight, mems in kg.cluster_edges(sql, user, cur):
+        for src, dst, weight, mems in kg.live_entity_edges(sql, user, cur):
+            if mems is None:  # its facts are no longer current
+                continue
             self.edges.append((src, dst, weight, mems.split("\x1f") if mems else []))
             self.tie(src, dst, weight)
         for a, b, strength in kg.link_ties(sql, user, cur):
@@ -114,7 +135,7 @@ def clusters(store: Any, *, user: str | None = None, at: str | int | None = None
     and memories; at most ``limit`` clusters of at least ``min_size`` entities."""
     limit, min_size, top = _count(limit, "limit"), _count(min_size, "min_size"), _count(top, "top")
     u = store.user(user)
-    cur, _ = _moment(at)
+    cur = _moment(at)
     store.catch_up()
     ties = _Ties()
     ties.load(store.sql, u, cur)

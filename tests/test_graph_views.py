@@ -132,6 +132,11 @@ def test_retired_ended_and_forgotten_facts_do_not_count(bm, store):
         with mem.store.write() as t:
             t.append("memory.retire", {"id": ids[2], "user": "ann", "retired_at": 1, "valid_to": None, "by": None,
                                        "reason": "correction"})
+        # an edge retired by itself (a `kg link` has no fact behind it)
+        edge = mem.graph.add_edge("Ann", "emacs", "uses", user="ann")["id"]
+        assert {h["name"] for h in mem.graph.hubs(user="ann")} == {"Ann", "Berlin", "emacs"}
+        with mem.store.write() as t:
+            t.append("kg.edge.retire", {"id": edge, "retired_at": 1, "valid_to": None})
         mem.store.catch_up()
         assert {h["name"] for h in mem.graph.hubs(user="ann")} == {"Ann", "Berlin"}
         assert [c["size"] for c in mem.graph.clusters(user="ann")] == [2]
