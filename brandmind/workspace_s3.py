@@ -20,7 +20,7 @@ folders, not which writes were edits of one file.  Every body is sealed as sync 
 objects (brandmind/crypto.py: AES-256-GCM-SIV under the store's sync key; the object's name
 relative to PREFIX is associated data, so no object can pass for another, nor one tenant's
 manifest for another's).  Every device that opens the workspace needs the store's key
-(`bm sync key export` on one, `bm sync key import FILE` on the next); :meth:`S3Backend.reseal`
+(`bm sync key export` on one, `bm sync key import FILE` on the next); :func:`reseal_workspaces`
 seals everything again under the active key after `bm sync key rotate`.  (Random ids rather
 than a keyed MAC of each path: a MAC per path would still show which writes edit one file, and
 a move would have to copy the content.)
@@ -437,3 +437,9 @@ def workspace_users(store: "Store") -> list[tuple[str, Backend]]:
         return []
     return sorted((unquote(d.name), LocalBackend(d)) for d in base.iterdir()
                   if not d.name.startswith(".") and d.is_dir() and not d.is_symlink())
+
+
+def reseal_workspaces(store: "Store") -> int:
+    """Seal every user's workspace on S3 again under the active key (what `bm sync key rotate`
+    should call after re-sealing the remote); returns how many objects; 0 for a local workspace."""
+    return sum(b.reseal() for _, b in workspace_users(store) if isinstance(b, S3Backend))

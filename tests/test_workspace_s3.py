@@ -24,11 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import assert_error, open_memory, use_home  # noqa: E402
 from seaweed import SKIP_REASON, free_ports, start_seaweed, weed_path  # noqa: E402
 
-from brandmind.crypto import Keyring, SyncKeyError  # noqa: E402
+from brandmind.crypto import Keyring, SyncKeyError, header_key_id  # noqa: E402
 from brandmind.errors import InvalidInput, NotFound  # noqa: E402
 from brandmind.workspace_files import LocalBackend  # noqa: E402
 from brandmind.workspace_bucket import Bucket, Location, WorkspaceUnavailable, make_client  # noqa: E402
-from brandmind.workspace_s3 import S3Backend  # noqa: E402
+from brandmind.workspace_s3 import S3Backend, reseal_workspaces  # noqa: E402
 
 pytestmark = pytest.mark.skipif(weed_path() is None, reason=SKIP_REASON)
 
@@ -240,8 +240,6 @@ def test_objects_are_bound_to_their_tenant_and_key(aws_env, tmp_path):
 
 
 def test_after_a_key_rotation_reseal_lets_a_device_with_only_the_new_key_read(aws_env, tmp_path):
-    from brandmind.crypto import header_key_id
-
     sw = aws_env
     b = s3_backend(sw, tmp_path)
     b.write_bytes("/notes/a.md", b"sealed under the first key")
@@ -405,6 +403,12 @@ def test_bm_fs_and_recall_on_s3(bm, s3_store, aws_env, monkeypatch):
     other.write_bytes("/.profile/bio.md", b"Ann is a vegetarian architect living in Porto.")
     bio = bm("recall", "where does Ann live and what does she do?", "-u", "ann", "-k", "1").json()[0]
     assert bio["provenance"] == [{"chunk": 0, "path": "/.profile/bio.md"}]
+
+    # a key rotation: reseal_workspaces() seals every tenant's objects again under the new key
+    with open_memory() as mem:
+        new = Keyring(mem.store.paths.data_dir).rotate().key_id
+        assert reseal_workspaces(mem.store) == 3
+    assert {header_key_id(body, k) for k, body in sw.objects(s3_store).items()} == {new}
 
     # bad paths and usage: one Error: line each, nothing stored
     assert_error(bm("fs", "write", "../escape.md", "x", "-u", "ann"), 1, "escapes the workspace")
