@@ -120,7 +120,7 @@ def worker(
                                                    "another takes over its shards and the events it left pending.")] = 30.0,
     extract: Annotated[bool, typer.Option("--extract", help="Also extract facts from each user's turns "
                                                             "(config `extractor`) before acking them.")] = False,
-    batch: Annotated[int, typer.Option("--batch", min=1, max=10000, help="Events read per shard and round.")] = 256,
+    batch: Annotated[int, typer.Option("--batch", min=1, max=10000, help="Events read a round (spread over the shards held).")] = 256,
     group: Annotated[str, option("--group", check=_check_name, help="Consumer group (workers of one group share "
                                                                     "the events; each group gets every event).")] = "bm-workers",
     name: Annotated[Optional[str], option("--name", check=_check_name,
@@ -136,7 +136,8 @@ def worker(
     digits, '-', '_' and '@' are %XX-escaped: Ann -> %41nn), embedded, with --extract their
     facts extracted, and acked only once committed.  Run several workers (on one or more
     machines sharing ROOT's users): each holds a share of the shards.  A malformed event goes
-    to the dead-letter stream (redis-cli XRANGE bm:dead - +).  Prints a report when it ends.
+    to the dead-letter stream (redis-cli XRANGE bm:dead - +).  Prints a report when it ends,
+    and one JSON line of the counters so far on SIGUSR1 (kill -USR1 PID).
 
     \b
     Examples:
@@ -151,16 +152,17 @@ def worker(
     from brandmind.sync.broker import open_broker
     from brandmind.sync.broker_worker import BrokerWorker
 
-    stop = threading.Event()
+    stop, asked = threading.Event(), threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
+        signal.signal(signal.SIGUSR1, lambda *_: asked.set())
     Path(root).mkdir(parents=True, exist_ok=True)
     with open_broker(broker, shards=shards, prefix=prefix) as b:
         w = BrokerWorker(b, root, group=group, name=name, batch=batch, claim_idle=claim_idle, extract=extract,
                          log=info)
         info(f"worker {w.name}: {b.describe()}, {b.shards} shards, stores in {w.root}")
-        report = w.run(drain=drain, stop=stop)
+        report = w.run(drain=drain, stop=stop, asked=asked, answer=lambda r: print(json.dumps(r), flush=True))
     if not wants_json(as_json):
         report.pop("lag_hist", None)
         report["lag_ms"] = " / ".join(f"{k} {v}" for k, v in report["lag_ms"].items())

@@ -110,14 +110,19 @@ class BrokerWorker:
         self._trimmed = 0.0
 
     # -- the loop ------------------------------------------------------------------------------------
-    def run(self, *, drain: bool = False, stop: threading.Event | None = None) -> dict:
+    def run(self, *, drain: bool = False, stop: threading.Event | None = None,
+            asked: threading.Event | None = None, answer: Callable[[dict], None] | None = None) -> dict:
         """Consume until ``stop`` is set, or with ``drain`` until no event is waiting or pending
-        on any shard; returns the report (``stats`` with the lags and the time taken)."""
+        on any shard; returns the report (``stats`` with the lags and the time taken).  Each
+        time ``asked`` is set (between rounds), ``answer(report so far)``."""
         stop = stop or threading.Event()
         started = time.monotonic()
         pause = 0.0
         try:
             while not stop.is_set():
+                if asked is not None and asked.is_set() and answer is not None:
+                    asked.clear()
+                    answer(self.report(time.monotonic() - started))
                 if pause:
                     stop.wait(pause)
                 try:
@@ -142,9 +147,10 @@ class BrokerWorker:
         self.stats["rounds"] += 1
         self.coordinate(force=not self.held)
         events = self.recover()
-        if events is None:
-            events = self.broker.read(self.group, self.name, sorted(self.held - self.recovering),
-                                      self.batch, self.block_ms)
+        if events is None:  # about ``batch`` events a round, whatever the shards held (a round is
+            shards = sorted(self.held - self.recovering)  # short: leases rebalance between rounds)
+            events = self.broker.read(self.group, self.name, shards, max(1, self.batch // max(1, len(shards))),
+                                      self.block_ms)
         if not events:
             self._trim()
             return False
@@ -175,8 +181,8 @@ class BrokerWorker:
         """Heartbeat, renew the leases held, then (between rounds: ``rebalance``) take or give
         up shards to hold a fair share."""
         now = time.monotonic()
-        if not force and (now - self._renewed) * 1000 < self.idle_ms / 4:
-            return
+        if not force and (now - self._renewed) * 1000 < min(self.idle_ms / 4, 1000):  # a joining worker
+            return  # gets its share within a second
         alive = max(1, self.broker.heartbeat(self.name, self.idle_ms))
         target = math.ceil(self.broker.shards / alive)
         kept = self.broker.leases(sorted(self.held), self.name, self.idle_ms)

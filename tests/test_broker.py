@@ -211,6 +211,13 @@ def test_many_users_and_three_worker_processes_each_event_once_in_order_in_its_o
     workers = [ctx.Process(target=_forked_worker, args=(url, pre, root, reports)) for _ in range(3)]
     for w in workers:
         w.start()
+    leases = [f"{pre}:lease:{{{k}}}" for k in range(6)]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # each worker holds its share (2 of the 6 shards)
+        holders = [v.split(b"|")[1] for v in redis_server.client().mget(leases) if v]
+        if len(holders) == 6 and len(set(holders)) == 3:
+            break
+        time.sleep(0.05)
     for rnd in range(3):  # published while the workers run, a few turns per user and round
         for u in users:
             broker.publish(u, turns(u, 2, start=2 * rnd))
