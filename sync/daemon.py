@@ -14,7 +14,7 @@ Schedule, per remote (config keys, whole seconds / ops):
 * a failed step is retried after a capped exponential backoff with full jitter
   (:func:`backoff_delay`: uniform in ``[0, min(sync_backoff_max, 5 s * 2^(n-1))]``, at
   least 1 s); a success resets it;
-* after a full round with an S3 remote, the remote is compacted (sync/compact.py) once
+* after a pull with an S3 remote, the remote is compacted (sync/compact.py) once
   ``sync_compact_interval`` s (86400; 0: never) have passed since any device last did;
 * the next tick is counted from when a step *ends*, on a clock that keeps counting while
   the machine sleeps (CLOCK_BOOTTIME where there is one): ticks missed while the daemon was
@@ -359,7 +359,7 @@ class Daemon:
                     _bootstrap_if_empty(self.mem, remote)
                 report = self._sync_once()(store_of(self.mem), remote, push=push, pull=pull) or {}
             errors = [_error_text(e) for e in (report.get("errors") or [])]
-            if push and pull and not errors and not self._fake_sync:
+            if pull and not errors and not self._fake_sync:  # a device up to date compacts
                 self.maybe_compact(remote)
         except BMError as exc:
             errors = [_short(exc)]
@@ -391,7 +391,7 @@ class Daemon:
         return ok
 
     def maybe_compact(self, remote: Any) -> dict | None:
-        """After a full round: compact an S3 remote (sync/compact.py) when
+        """After a pull: compact an S3 remote (sync/compact.py) when
         ``sync_compact_interval`` seconds have passed since the last compaction by any
         device (compact.json's time); between checks of the remote, this device's own clock
         (``self.clock``) says when to look again.  A failure is logged, retried next interval."""

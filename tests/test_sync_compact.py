@@ -392,6 +392,9 @@ def test_key_rotation_reseals_everything_and_the_old_key_gets_one_error_line(aws
     monkeypatch.setenv("BM_HOME", str(tmp_path / "d"))
     assert_error(bm("sync", "now"), 1, "cannot decrypt", new, "bm sync key import")
     # b imports the new key and keeps syncing; a new device with only the new key starts from the base
+    monkeypatch.setenv("BM_HOME", str(tmp_path / "a"))
+    res = bm("sync", "compact", "--json")  # under the new key; b's segment is folded too
+    assert res.code == 0 and res.json()[0]["compacted"] and res.json()[0]["segments_deleted"] == 1, res
     key = tmp_path / "new.key"
     key.write_text(Keyring(tmp_path / "a" / "data").active().export_text())
     with _mem(tmp_path / "b") as b, _mem(tmp_path / "a") as a, _mem(tmp_path / "c") as c:
