@@ -83,6 +83,9 @@ def compact(store: Any, remote: Any, *, blob_grace_s: float = BLOB_GRACE_S) -> d
         return out
     entry, _ = snapshot.upload(store, remote)
     base_blobs = entry.pop("blobs")
+    # this device's ops not pushed yet are folded too: the blobs their beads name go up first
+    own = store.log.replica
+    remote.push_blobs(store.log.ops_of(own, int(remote.heads().get(own, 0))))
     snap_vv = {r: int(n) for r, n in entry["vv"].items()}
     last = {r: [op["hlc"], op["kind"]] for r, n in snap_vv.items() if (op := store.log.get_op(r, n))}
     prev: list[str] = []

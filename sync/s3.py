@@ -382,6 +382,10 @@ class S3Remote(S3Objects):
     def blob_name(self, digest: str) -> str:
         return "blobs/" + self.keyring.active().name_mac("blob:" + digest)
 
+    def push_blobs(self, ops: list[dict]) -> None:
+        """Upload the blobs the beads of ``ops`` name (compaction: ops it folds unpushed)."""
+        self._push_blobs(ops)
+
     def _push_blobs(self, ops: list[dict]) -> None:
         if self.store is None:
             return

@@ -233,6 +233,9 @@ def test_a_push_during_compaction_survives_and_a_stale_compactor_stops(aws, tmp_
             sync(b, sw, bucket)
             return real(remote, entry, keep)
 
+        a.config.blob_threshold, keep = 100, a.config.blob_threshold
+        a.add_bead("zqunpushed " + "a long bead a folds before pushing it " * 8)  # its blob too
+        a.config.blob_threshold = keep
         monkeypatch.setattr(comp.snapshot, "register", racing)
         done = compact(a, sw, bucket, blob_grace_s=0)
         monkeypatch.setattr(comp.snapshot, "register", real)
@@ -254,7 +257,7 @@ def test_a_push_during_compaction_survives_and_a_stale_compactor_stops(aws, tmp_
             sync(c, sw, bucket)  # reads what a folded from the base, then b's segments
             sync(a, sw, bucket)
             assert export(a) == export(c)
-            assert "pushed while a compacts" in "\n".join(export(c))
+            assert "pushed while a compacts" in "\n".join(export(c)) and "zqunpushed" in "\n".join(export(c))
 
 
 def test_a_device_offline_for_90_days_converges_and_resurrects_nothing(aws, tmp_path, monkeypatch):
