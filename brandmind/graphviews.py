@@ -6,9 +6,10 @@ What counts: the user's **entity edges** (``kg_edges`` between two nodes: one pe
 `bm kg link`) that are current at the moment asked about, by the rule recall uses
 (``storage.search.current_sql``): now (default) not retired and not ended; ``at`` a date, true
 in world time then (``valid_from <= at < valid_to``, corrections excluded; as with `bm recall
---as-of`, what bm learned later about that date counts).  An edge whose evidence names
-memories counts only while one of those memories is current too, so a retired, ended or
-forgotten fact takes its edge with it.
+--as-of`, what bm learned later about that date counts).  An edge whose evidence is only
+memories that are not current then does not count either, so a retired, ended or forgotten
+fact takes its edge with it (its own edge is retired with it too; this also covers a memory
+retired or ended some other way).
 
 * **degree**: how many such edges touch the entity (parallel edges each count; a self-loop
   once); **neighbors**: how many distinct other entities they reach; **weight**: the sum of
@@ -26,8 +27,9 @@ forgotten fact takes its edge with it.
 """
 from __future__ import annotations
 
+import json
 from functools import partial
-from typing import Any
+from typing import Any, Iterator
 
 from .clock import iso, now_millis, parse_time
 from .errors import InvalidInput, UsageError
@@ -61,6 +63,30 @@ def _moment(at: str | int | None) -> Any:
     return partial(current_sql, as_of=when, now=now_millis())
 
 
+def _evidence(raw: str) -> tuple[str, ...] | list[str]:
+    """The ids of an edge's stored evidence (``["m_..."]`` read without the JSON parser: a
+    tenth of the time on 50,000 edges)."""
+    if raw == "[]":
+        return ()
+    if raw.startswith('["') and raw.endswith('"]') and '"' not in raw[2:-2] and "\\" not in raw:
+        return (raw[2:-2],)  # one id, as a fact's edge has
+    return json.loads(raw)
+
+
+def live_edges(sql: Any, user: str, cur: Any) -> Iterator[tuple[str, str, float, Any]]:
+    """``(src, dst, weight, evidence ids)`` of the user's current entity edges, less those whose
+    evidence is all memories that are no longer current (a fact's edge goes with its fact);
+    the ids are those of the evidence less the memories no longer current."""
+    stale = kg.stale_memories(sql, user, cur)
+    for src, dst, weight, raw in kg.live_entity_edges(sql, user, cur):
+        ids = _evidence(raw)
+        if ids and stale:
+            ids = [i for i in ids if i not in stale]
+            if not ids:
+                continue
+        yield src, dst, weight, ids
+
+
 def hubs(store: Any, *, user: str | None = None, at: str | int | None = None, limit: int = 20,
          by: str = "degree") -> list[dict]:
     """The user's most connected entities, best first: ``{id, name, type, degree, neighbors,
@@ -73,9 +99,7 @@ def hubs(store: Any, *, user: str | None = None, at: str | int | None = None, li
     degree: dict[str, int] = {}
     weight: dict[str, float] = {}
     near: dict[str, set[str]] = {}
-    for src, dst, w, mems in kg.live_entity_edges(store.sql, u, cur):
-        if mems is None:  # its facts are no longer current
-            continue
+    for src, dst, w, _ids in live_edges(store.sql, u, cur):
         for here, other in ((src, dst), (dst, src)) if src != dst else ((src, src),):
             degree[here] = degree.get(here, 0) + 1
             weight[here] = weight.get(here, 0.0) + w
@@ -108,10 +132,8 @@ class _Ties:
             self.weight[key] = self.weight.get(key, 0.0) + w
 
     def load(self, sql: Any, user: str, cur: Any) -> None:
-        for src, dst, weight, mems in kg.live_entity_edges(sql, user, cur):
-            if mems is None:  # its facts are no longer current
-                continue
-            self.edges.append((src, dst, weight, mems.split("\x1f") if mems else []))
+        for src, dst, weight, ids in live_edges(sql, user, cur):
+            self.edges.append((src, dst, weight, ids))
             self.tie(src, dst, weight)
         for a, b, strength in kg.link_ties(sql, user, cur):
             self.tie(a, b, strength)
@@ -150,10 +172,13 @@ def clusters(store: Any, *, user: str | None = None, at: str | int | None = None
         s["weight"] += weight
         for n in {src, dst}:
             s["degree"][n] = s["degree"].get(n, 0) + 1
+    real = kg.memories_among(store.sql, sorted({m for *_, mems in inside for m in mems}))  # not beads
     for i, src, dst, _weight, mems in inside:  # a memory ranks by the members its fact links
         s = stats[i]
         reach = s["degree"][src] + s["degree"][dst]
         for m in mems:
+            if m not in real:
+                continue
             s["memories"][m] = max(s["memories"].get(m, 0), reach)
     return _shape(store.sql, groups, stats, limit, top)
 

@@ -288,8 +288,7 @@ def _hubs_table(rows: list, by: str):  # type: ignore[no-untyped-def]
     for h in rows:
         t.add_row(h["name"], h["type"], str(h["degree"]), str(h["neighbors"]), f"{h['weight']:.2f}",
                   str(h["memories"]), h["id"])
-    t.caption = (f"by {by}; degree: current edges; nbrs: distinct neighbours; weight: summed edge weights; "
-                 "mems: memories mentioning it") if rows else "no hubs"
+    t.caption = f"by {by}; degree: current edges, weight: their sum, mems: memories about it" if rows else "no hubs"
     return t
 
 

@@ -4,6 +4,7 @@ forgotten facts left out, --at, typed links between memories as ties, empty grap
 flags, JSON when piped and the table on a terminal."""
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -168,6 +169,13 @@ def test_an_empty_graph_is_an_empty_list_with_a_note(bm, store):
     bm("kg", "link", "Ann", "likes", "tea", "-u", "ann")
     res = bm("kg", "clusters", "-u", "ann", "--min-size", "3")
     assert res.code == 0 and res.json() == [] and "no cluster has 3 or more entities" in res.err, res
+
+
+def test_evidence_is_read_as_stored():
+    from brandmind.graphviews import _evidence
+
+    for ids in ([], ["m_a"], ["m_a", "b_b"], ['m_"q"'], ["m_\\"]):
+        assert list(_evidence(json.dumps(ids))) == ids
 
 
 @pytest.mark.parametrize("args,word", [

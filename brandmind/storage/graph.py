@@ -156,22 +156,34 @@ def is_empty(sql: "SQLStore") -> bool:
 # ``cur(alias)`` gives the WHERE fragment (with ``?`` args) keeping the rows of that alias current
 # at the moment asked about (``storage.search.current_sql``, bound by the caller).
 def live_entity_edges(sql: "SQLStore", user: str, cur: Callable[[str], tuple[str, list]]) -> Iterator[tuple]:
-    """``(src, dst, weight, memories)`` of the user's entity edges current at the moment asked
-    about (``cur``); ``memories``: the current memories among the edge's evidence, ids joined by
-    ``\x1f`` ('' when the evidence names no memory, None when it names some and none is
-    current: the caller drops that edge, a fact's edge going with its fact).
+    """``(src, dst, weight, evidence)`` (evidence as stored: a JSON list of ids) of the user's
+    entity edges current at the moment asked about (``cur``).
 
     The edges are read in table order and their ends looked up (CROSS JOIN): on a graph of
     50,000 edges, reaching them through the user's nodes instead took twice as long (random
-    reads, scripts/bench_graph.py)."""
+    reads; scripts/bench_graph.py)."""
     e_cur, e_args = cur("e")
-    m_cur, m_args = cur("m")
     return sql.conn.execute(
-        "SELECT e.src, e.dst, e.weight, (SELECT CASE WHEN count(*) = 0 THEN '' ELSE "
-        f"group_concat(CASE WHEN {m_cur} THEN m.id END, char(31)) END "
-        "FROM json_each(e.evidence) j JOIN memories m ON m.id = j.value) "
-        "FROM kg_edges e CROSS JOIN kg_nodes s ON s.id = e.src CROSS JOIN kg_nodes d ON d.id = e.dst "
-        f"WHERE s.user_id = ? AND d.user_id = ? AND {e_cur}", (*m_args, user, user, *e_args))
+        "SELECT e.src, e.dst, e.weight, e.evidence FROM kg_edges e CROSS JOIN kg_nodes s ON s.id = e.src "
+        f"CROSS JOIN kg_nodes d ON d.id = e.dst WHERE s.user_id = ? AND d.user_id = ? AND {e_cur}",
+        (user, user, *e_args))
+
+
+def stale_memories(sql: "SQLStore", user: str, cur: Callable[[str], tuple[str, list]]) -> set[str]:
+    """Ids of the user's memories that are not current at the moment asked about (``cur``)."""
+    m_cur, m_args = cur("m")
+    return {r[0] for r in sql.conn.execute(f"SELECT m.id FROM memories m WHERE m.user_id = ? AND NOT {m_cur}",
+                                           (user, *m_args))}
+
+
+def memories_among(sql: "SQLStore", ids: list[str]) -> set[str]:
+    """Which of ``ids`` are memories."""
+    out: set[str] = set()
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        out.update(r[0] for r in sql.conn.execute(
+            f"SELECT id FROM memories WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+    return out
 
 
 def link_ties(sql: "SQLStore", user: str, cur: Callable[[str], tuple[str, list]]) -> Iterator[tuple]:
