@@ -134,8 +134,9 @@ def worker(
 
     Each user's turns are stored in order in ROOT/<user> (ids other than lower-case letters,
     digits, '-', '_' and '@' are %XX-escaped: Ann -> %41nn), embedded, with --extract their
-    facts extracted, and acked only once committed.  Run several workers (on one or more
-    machines sharing ROOT's users): each holds a share of the shards.  A malformed event goes
+    facts extracted, and acked only once committed.  Run several workers on one ROOT: each
+    holds a share of the shards (a user's events are read by one worker at a time, in
+    order; for several machines see the README).  A malformed event goes
     to the dead-letter stream (redis-cli XRANGE bm:dead - +).  Prints a report when it ends,
     and one JSON line of the counters so far on SIGUSR1 (kill -USR1 PID).
 
