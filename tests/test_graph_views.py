@@ -121,8 +121,9 @@ def test_retired_ended_and_forgotten_facts_do_not_count(bm, store):
         ids = add_facts(mem, [("Ann", "lives_in", "Lisbon", 0.8)], valid_from="2020-01-01")
         ids += add_facts(mem, [("Ann", "likes", "tea", 0.8), ("Ann", "uses", "vim", 0.8)])
         # an update retires Lisbon (its world time ends now); a fact that ended long ago
-        assert mem.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Berlin",
-                              "subject_type": "entity", "object_type": "entity"}, user="ann")["retired"] == [ids[0]]
+        berlin = mem.facts.add({"subject": "Ann", "predicate": "lives_in", "object": "Berlin",
+                                "subject_type": "entity", "object_type": "entity"}, user="ann")
+        assert berlin["retired"] == [ids[0]]
         add_facts(mem, [("Ann", "works_at", "Initech", 0.8)], valid_from="2010-01-01", valid_to="2012-01-01")
         mem.forget(ids[1])  # forgotten: its edge goes with it
         assert {h["name"]: h["degree"] for h in mem.graph.hubs(user="ann")} == {"Ann": 2, "Berlin": 1, "vim": 1}
@@ -141,7 +142,15 @@ def test_retired_ended_and_forgotten_facts_do_not_count(bm, store):
         mem.store.catch_up()
         assert {h["name"] for h in mem.graph.hubs(user="ann")} == {"Ann", "Berlin"}
         assert [c["size"] for c in mem.graph.clusters(user="ann")] == [2]
-    assert [h["name"] for h in bm("kg", "hubs", "-u", "ann", "--at", "2011-06-01").json()] == ["Ann", "Initech"]
+        # evidence: only stale memories -> out; one current memory or a turn id among it -> in
+        mem.graph.add_edge("Ann", "tea", "likes", evidence=[ids[2]], user="ann")
+        mem.graph.add_edge("Ann", "jazz", "likes", evidence=[ids[2], berlin["id"]], user="ann")
+        mem.graph.add_edge("Ann", "notes", "keeps", evidence=[ids[2], "b_01turn"], user="ann")
+        assert {h["name"] for h in mem.graph.hubs(user="ann")} == {"Ann", "Berlin", "jazz", "notes"}
+        (one,) = mem.graph.clusters(user="ann")
+        assert one["memory_count"] == 1 and one["memories"][0]["id"] == berlin["id"]  # not the turn id
+    # in 2011: Initech, and the `kg link` (no dates: always) backed by a turn; not Berlin's facts
+    assert [h["name"] for h in bm("kg", "hubs", "-u", "ann", "--at", "2011-06-01").json()] == ["Ann", "notes", "Initech"]
 
 
 def test_typed_links_between_memories_tie_their_entities(store):
