@@ -6,6 +6,8 @@ from a forgotten turn (its raw-turn memory, facts extracted from it).  One op ea
 (``memory.forget``, ``bead.forget``), so every replica forgets the same set; the adds are
 redacted in the log, the text scrubbed from the files (oplog.scrub, SQLite secure_delete and a
 WAL truncate); graph nodes only the forgotten facts named go too (``kg.node.remove``).
+``sparing_pinned(store, ids, bead_ids)`` keeps of those the ones whose forget takes no pinned
+memory along (brandmind/expiry.py: expiry and ``--older-than`` never forget a pin).
 ``forget_user_ops(store, user)`` appends the ``user.forget`` that removes everything of a user
 and redacts the log (brandmind/logforget.py ``forget_user_in_log``).
 """

@@ -224,7 +224,7 @@ def forget(
     older_than: Annotated[Optional[str], option("--older-than", help="Forget the user's memories and turns dated more than this long ago (30d, 12h, 2w), except pinned ones.",
                                                 check=by("brandmind.expiry:check_ttl"))] = None,
     expired: Annotated[bool, typer.Option("--expired", help="Forget now what expired (--ttl); also done on the next open and by the daemon.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="With --older-than or --expired: say how many would go, forget nothing.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="With --older-than: say how many would go, forget nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -276,8 +276,8 @@ def _check_forget_args(memory_id: Optional[str], match: Optional[str], user: Opt
         raise UsageError("give exactly one of ID, --match, --older-than, --expired or --wipe-user",
                          hint="bm forget ID, bm forget --match TEXT -u USER, bm forget --older-than 30d, "
                               "or bm forget --wipe-user USER")
-    if dry_run and older_than is None and not expired:
-        raise UsageError("--dry-run goes with --older-than or --expired",
+    if dry_run and older_than is None:  # (what expired goes when the store opens: nothing to preview)
+        raise UsageError("--dry-run goes with --older-than",
                          hint="bm forget --older-than 30d --dry-run")
 
 
@@ -286,7 +286,7 @@ def _forget_by_age(mem: Any, older_than: Optional[str], user: Optional[str], dry
     from brandmind.errors import UsageError
 
     if older_than is None:
-        return mem.forget_expired(dry_run=dry_run)
+        return mem.forget_expired()
     found = mem.forget_older_than(older_than, user=user, dry_run=True)
     if dry_run or not (found["memories"] or found["beads"]):
         return found

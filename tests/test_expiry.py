@@ -99,6 +99,7 @@ def test_an_expired_memory_is_never_returned_then_gone_from_every_file(bm, store
     assert files_holding(bm_home, SECRET) == []
     assert [m["id"] for m in bm("memories", "list", "-u", "f", "--json").json()] == [kept]
     assert bm("rebuild").code == 0 and SECRET not in everywhere(bm)
+    assert bm("forget", "--expired", "--json").json() == {"forgotten": [], "beads": []}  # (done at open)
 
 
 # -- the agent loop: context -> ingest with a ttl -> the next context -------------------------------
@@ -249,15 +250,21 @@ def test_a_pin_arriving_before_its_memory_waits_and_the_later_pin_wins(store: Pa
     from brandmind.memory import Memory
 
     hlc, peer = now_millis(), "peer02"
+
+    def op(seq: int, counter: int, kind: str, payload: dict, replica: str = peer) -> dict:
+        return {"id": f"{replica}:{seq}", "hlc": [hlc, counter, replica], "kind": kind, "payload": payload}
+
     add = {"id": "m_y1", "text": "t", "type": "fact", "user": "f", "agent": None, "importance": 0.5,
            "ts": hlc, "valid_from": None, "valid_to": None, "source": "sync", "provenance": [], "meta": {}}
-    pin = {"id": f"{peer}:2", "hlc": [hlc, 2, peer], "kind": "memory.pin", "payload": {"id": "m_y1", "pinned": True}}
-    unpin = {"id": "other9:1", "hlc": [hlc, 1, "other9"], "kind": "memory.pin",
-             "payload": {"id": "m_y1", "pinned": False}}
     with Memory() as mem:
-        mem.receive_ops([unpin])
-        mem.receive_ops([{"id": f"{peer}:1", "hlc": [hlc, 0, peer], "kind": "memory.add", "payload": add}, pin])
-        assert mem.get("m_y1")["pinned"]  # the later HLC wins, whatever the arrival order
+        # the later unpin (another device) arrives first and waits; the earlier pin comes with the add
+        mem.receive_ops([op(1, 5, "memory.pin", {"id": "m_y1", "pinned": False}, "other9")])
+        mem.receive_ops([op(1, 0, "memory.add", add), op(2, 1, "memory.pin", {"id": "m_y1", "pinned": True})])
+        assert not mem.get("m_y1")["pinned"]
+        # a pin stamped after both wins; an older one arriving later changes nothing
+        mem.receive_ops([op(2, 9, "memory.pin", {"id": "m_y1", "pinned": True}, "other9")])
+        mem.receive_ops([op(3, 2, "memory.pin", {"id": "m_y1", "pinned": False})])
+        assert mem.get("m_y1")["pinned"]
 
 
 # -- access counts (recall's optional signal) --------------------------------------------------------
