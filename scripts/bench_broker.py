@@ -105,9 +105,15 @@ def drained(broker) -> bool:
     return all(not s["waiting"] and not s["pending"] for s in broker.backlog(GROUP).values())
 
 
-def wait_alive(redis, n: int) -> None:
+def wait_alive(redis, n: int, shards: int) -> None:
+    """Until n workers are alive and every shard's lease is held, by n distinct workers."""
     r = redis.client()
-    while r.zcard("bm:workers") < n:
+    keys = [f"bm:lease:{{{k}}}" for k in range(shards)]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        holders = [v.split(b"|")[1] for v in r.mget(keys) if v]
+        if r.zcard("bm:workers") >= n and len(holders) == shards and len(set(holders)) == n:
+            return
         time.sleep(0.05)
 
 
@@ -139,7 +145,7 @@ def run_backlog(args, redis, broker, root: Path, env: dict, users: list[str], se
     workers = Workers(redis.url, root, env, ["--claim-idle", str(args.claim_idle), "--batch", str(args.batch)])
     for _ in range(args.workers):
         workers.start()
-    wait_alive(redis, args.workers)
+    wait_alive(redis, args.workers, args.shards)
     faults: dict = {}
     done = threading.Event()
     t0 = time.perf_counter()
