@@ -47,6 +47,9 @@ def publish(
     user: Annotated[str, option("--user", "-u", help="Whose turns these are (the worker stores them in that "
                                                      "user's store).", check=lambda v: _check_user(v))],
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Report bad lines and go on instead of stopping.")] = False,
+    retry_for: Annotated[float, typer.Option("--retry-for", min=0, max=3600,
+                                             help="Seconds to keep retrying while Redis cannot be reached "
+                                                  "(restarting, a network blip) before failing.")] = 30.0,
     shards: ShardsOpt = None,
     prefix: PrefixOpt = "bm",
     as_json: JsonOpt = False,
@@ -70,7 +73,7 @@ def publish(
 
     report: dict = {"published": 0, "bad": [], "lines": 0, "first": None, "last": None}
     chunk: list[dict] = []
-    with open_input(path) as fh, open_broker(broker, shards=shards, prefix=prefix) as b:
+    with open_input(path) as fh, open_broker(broker, shards=shards, prefix=prefix, retry_for=retry_for) as b:
         def flush() -> None:
             if chunk:
                 ids = b.publish(user, chunk)

@@ -108,17 +108,19 @@ class MessageBroker(Protocol):
 
 
 # -- opening one -----------------------------------------------------------------------------------
-def open_broker(url: str, *, shards: int | None = None, prefix: str = PREFIX) -> Any:
+def open_broker(url: str, *, shards: int | None = None, prefix: str = PREFIX, retry_for: float = 30.0) -> Any:
     """The broker at ``url``: ``redis://``, ``rediss://``, ``unix://``, ``valkey://`` (Redis
     Streams) or ``file:///DIR`` / a path (the local directory broker).  ``shards``: the number
-    of shard streams when the broker is new; if it already has another number, a UsageError."""
+    of shard streams when the broker is new; if it already has another number, a UsageError.
+    ``retry_for``: seconds a Redis call is retried while Redis cannot be reached (then
+    BrokerDown)."""
     if shards is not None and not 1 <= shards <= 1024:
         raise UsageError(f"--shards must be from 1 to 1024, got {shards}", hint="e.g. --shards 16")
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     if scheme in ("redis", "rediss", "unix", "valkey", "valkeys"):
         from .broker_redis import RedisBroker
 
-        return RedisBroker(url, shards=shards, prefix=prefix)
+        return RedisBroker(url, shards=shards, prefix=prefix, retry_for=retry_for)
     if scheme in ("", "file"):
         from .broker_local import LocalBroker
 

@@ -113,7 +113,7 @@ class RedisBroker:
             except self._errors as exc:  # BusyLoadingError (AOF loading) is a ConnectionError
                 self.retried += 1
                 if time.monotonic() >= deadline:
-                    raise BrokerDown(f"Redis at {self.url.rpartition('@')[2]} did not answer for {self.retry_for:.0f} s "
+                    raise BrokerDown(f"Redis at {self.url.rpartition('@')[2]} did not answer for {self.retry_for:g} s "
                                      f"({type(exc).__name__}: {exc})",
                                      hint="start Redis (or check the URL and its password), then run the command again") from None
                 time.sleep(pause)

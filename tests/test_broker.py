@@ -315,6 +315,8 @@ def test_publish_and_worker_on_the_command_line(bm, tmp_path, monkeypatch):
     assert res.code == 0 and res.json()["published"] == 3 and len(res.json()["bad"]) == 1, res
     assert_error(bm("publish", "-", "-b", f"file://{queue}", "-u", "../x" * 20), 2, "--user")
     assert_error(bm("publish", "-", "-b", "ftp://x", "-u", "ann", input=lines), 2, "unknown broker URL")
+    down = bm("publish", "-", "-b", "redis://:secret@127.0.0.1:1", "-u", "ann", "--retry-for", "0.3", input=lines)
+    assert "secret" not in assert_error(down, 1, "Redis at 127.0.0.1:1", "did not answer")
     assert_error(bm("publish", "-", "-b", str(queue), "-u", "ann", "--shards", "3", input=lines), 2, "16 shards")
     res = bm("worker", "--broker", str(queue), "--root", str(root), "--drain", "--claim-idle", "1")
     assert res.code == 0 and res.json()["stored"] == 6 and res.json()["duplicates"] == 0, res
