@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -67,43 +67,52 @@ def publish(
       echo '{"role": "user", "content": "I moved to Lisbon"}' | bm publish - -b redis://127.0.0.1:6379 -u ann
       bm publish chat.jsonl --broker file:///var/lib/bm-queue -u ann
     """
-    from brandmind.ingest import parse_message
-    from brandmind.errors import InvalidInput
     from brandmind.sync.broker import open_broker
 
-    report: dict = {"published": 0, "bad": [], "lines": 0, "first": None, "last": None}
-    chunk: list[dict] = []
     with open_input(path) as fh, open_broker(broker, shards=shards, prefix=prefix, retry_for=retry_for) as b:
-        def flush() -> None:
-            if chunk:
-                ids = b.publish(user, chunk)
-                report["published"] += len(ids)
-                report["first"] = report["first"] or ids[0]
-                report["last"] = ids[-1]
-                chunk.clear()
-
-        for lineno, line in enumerate(fh, 1):
-            report["lines"] = lineno
-            try:
-                msg = parse_message(line, lineno)
-            except InvalidInput as exc:
-                if not skip_bad:
-                    flush()
-                    exc.message += f" — {report['published']} turn(s) before it were published"
-                    raise
-                report["bad"].append({"line": lineno, "error": exc.message})
-                continue
-            if msg is not None:
-                chunk.append({k: v for k, v in msg.items() if v not in (None, {})})
-                if len(chunk) >= CHUNK:
-                    flush()
-        flush()
+        report = _publish_lines(b, fh, user, skip_bad)
     for bad in report["bad"]:
         info(f"skipped line {bad['line']}: {bad['error']}")
     if wants_json(as_json):
         print(json.dumps(report))
     else:
         info(f"published {report['published']} turn(s) for {user}, {len(report['bad'])} bad line(s) skipped")
+
+
+def _publish_lines(b: Any, lines: Any, user: str, skip_bad: bool) -> dict:
+    """Publish JSONL lines CHUNK at a time; a bad line stops it after the lines before it
+    were published (``skip_bad``: reported and skipped)."""
+    from brandmind.errors import InvalidInput
+    from brandmind.ingest import parse_message
+
+    report: dict = {"published": 0, "bad": [], "lines": 0, "first": None, "last": None}
+    chunk: list[dict] = []
+
+    def flush() -> None:
+        if chunk:
+            ids = b.publish(user, chunk)
+            report["published"] += len(ids)
+            report["first"] = report["first"] or ids[0]
+            report["last"] = ids[-1]
+            chunk.clear()
+
+    for lineno, line in enumerate(lines, 1):
+        report["lines"] = lineno
+        try:
+            msg = parse_message(line, lineno)
+        except InvalidInput as exc:
+            if not skip_bad:
+                flush()
+                exc.message += f" — {report['published']} turn(s) before it were published"
+                raise
+            report["bad"].append({"line": lineno, "error": exc.message})
+            continue
+        if msg is not None:
+            chunk.append({k: v for k, v in msg.items() if v not in (None, {})})
+            if len(chunk) >= CHUNK:
+                flush()
+    flush()
+    return report
 
 
 def _check_user(value: str) -> str:
