@@ -107,7 +107,7 @@ def explain_table(items: list[dict]) -> Any:
     from rich.table import Table
     from rich.text import Text
 
-    names = ["vector", "keyword", "speaker", "time", "graph", "recency", "importance", "neighbor", "episode"]
+    names = ["vector", "keyword", "speaker", "time", "graph", "recency", "importance", "neighbor", "episode", "access"]
     t = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
     t.add_column("score", justify="right", no_wrap=True)
     t.add_column("id", no_wrap=True, min_width=8)

@@ -268,6 +268,19 @@ def test_a_pin_arriving_before_its_memory_waits_and_the_later_pin_wins(store: Pa
 
 
 # -- access counts (recall's optional signal) --------------------------------------------------------
+@pytest.mark.parametrize("hits, days_ago, bonus", [
+    (0, 0, 0.0), (1, 0, 0.25), (3, 0, 0.375), (2, 30, 0.25), (4, 60, 0.25), (1, 1e6, 0.0)])
+def test_access_bonus_saturates_and_fades_with_the_half_life(hits: int, days_ago: float, bonus: float) -> None:
+    import numpy as np
+
+    from brandmind.scoring import DAY_MS, Weights, access_bonus
+
+    now = 10 ** 13
+    got = access_bonus(Weights(access=0.5, half_life_days=30.0), np.array([hits]),
+                       np.array([now - int(days_ago * DAY_MS)]), now)
+    assert got[0] == pytest.approx(bonus, abs=1e-9)
+
+
 def test_access_counts_only_while_the_signal_is_on(store: Path, monkeypatch) -> None:
     from brandmind.memory import Memory
 
