@@ -439,6 +439,11 @@ def workspace_users(store: "Store") -> list[tuple[str, Backend]]:
                   if not d.name.startswith(".") and d.is_dir() and not d.is_symlink())
 
 
+def s3_workspace(store: "Store") -> bool:
+    """Whether the store keeps its workspaces on S3 (``workspace = "s3://..."``)."""
+    return Location.of(store.config) is not None
+
+
 def reseal_workspaces(store: "Store") -> int:
     """Seal every user's workspace on S3 again under the active key (what `bm sync key rotate`
     should call after re-sealing the remote); returns how many objects; 0 for a local workspace."""

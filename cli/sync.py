@@ -541,21 +541,24 @@ def key_rotate(remote: RemoteOpt = None, as_json: JsonOpt = False) -> None:
     Examples:
       bm sync key rotate && bm sync key export -o bm.key
     """
-    from brandmind.sync.rotate import rotate
+    from brandmind.sync.remote import ObjectRemote
+    from brandmind.sync.remotes import open_all
+    from brandmind.sync.rotate import rotate_all
+    from brandmind.workspace_s3 import s3_workspace
 
     with open_store() as mem:
-        remotes = _object_remotes(mem.store, remote)
-        out = [{"remote": r.name, **rotate(mem.store, r)} for r in remotes[:1]]
-        for r in remotes[1:]:  # one key per store: the others are re-sealed under the same new key
-            from brandmind.sync.rotate import reseal
-
-            out.append({"remote": r.name, "key_id": out[0]["key_id"], **reseal(r)})
+        if remote or not s3_workspace(mem.store):
+            remotes = _object_remotes(mem.store, remote)
+        else:  # an S3 workspace is sealed with the same key: it is rotated even with no S3 remote
+            remotes = [r for r in open_all(mem.store) if isinstance(r, ObjectRemote)]
+        out = rotate_all(mem.store, remotes)
     if wants_json(as_json):
         emit_json(out)
-    for o in [] if wants_json(as_json) else out:
-        info(f"{o['remote']}: re-encrypted {o['resealed'] + o['renamed_blobs']} object(s) with the new key "
-             f"{o['key_id']}; run `bm sync key export -o bm.key` here and `bm sync key import bm.key` on "
-             "every other device")
+        return
+    for o in out:
+        info(f"{o['remote'] or 'workspace on S3'}: re-encrypted {o['resealed'] + o['renamed_blobs']} object(s) "
+             f"with the new key {o['key_id']}")
+    info("run `bm sync key export -o bm.key` here and `bm sync key import bm.key` on every other device")
 
 
 @key_app.command("import")

@@ -42,6 +42,28 @@ def rotate(store: Any, remote: Any) -> dict:
     return out
 
 
+def rotate_all(store: Any, remotes: list) -> list[dict]:
+    """Rotate the store's key over its S3 remotes (the first makes the key, the others are
+    re-sealed under it) and its workspace on S3 (``brandmind.workspace_s3``, sealed with the same
+    key); one entry per remote, then ``{"remote": None, ...}`` for the workspace when it is on S3."""
+    from brandmind.crypto import Keyring
+    from brandmind.workspace_s3 import reseal_workspaces, s3_workspace
+
+    out = [{"remote": r.name, **rotate(store, r)} for r in remotes[:1]]
+    if not out:
+        key = Keyring(store_of(store).paths.data_dir).rotate()
+        out = [{"remote": None, "key_id": key.key_id, "resealed": 0, "renamed_blobs": 0}]
+    for r in remotes[1:]:
+        out.append({"remote": r.name, "key_id": out[0]["key_id"], **reseal(r)})
+    if s3_workspace(store):
+        files = reseal_workspaces(store)
+        if out[0]["remote"] is None:
+            out[0]["resealed"] = files
+        else:
+            out.append({"remote": None, "key_id": out[0]["key_id"], "resealed": files, "renamed_blobs": 0})
+    return out
+
+
 def reseal(remote: Any) -> dict:
     """Re-seal every object of the remote not under the keyring's active key (the module
     docstring); safe to run again after an interruption."""

@@ -28,7 +28,7 @@ from brandmind.crypto import Keyring, SyncKeyError, header_key_id  # noqa: E402
 from brandmind.errors import InvalidInput, NotFound  # noqa: E402
 from brandmind.workspace_files import LocalBackend  # noqa: E402
 from brandmind.workspace_bucket import Bucket, Location, WorkspaceUnavailable, make_client  # noqa: E402
-from brandmind.workspace_s3 import S3Backend, reseal_workspaces  # noqa: E402
+from brandmind.workspace_s3 import S3Backend  # noqa: E402
 
 pytestmark = pytest.mark.skipif(weed_path() is None, reason=SKIP_REASON)
 
@@ -378,7 +378,7 @@ def s3_store(aws_env, store, monkeypatch):
     return bucket
 
 
-def test_bm_fs_and_recall_on_s3(bm, s3_store, aws_env, monkeypatch):
+def test_bm_fs_and_recall_on_s3(bm, s3_store, aws_env, monkeypatch, tmp_path_factory):
     sw = aws_env
     assert bm("fs", "write", "/notes/kyoto.md", NOTE, "-u", "ann").json()["chunks"] >= 1
     assert bm("fs", "append", "/notes/kyoto.md", "Also visit Nara.\n", "-u", "ann").code == 0
@@ -404,11 +404,16 @@ def test_bm_fs_and_recall_on_s3(bm, s3_store, aws_env, monkeypatch):
     bio = bm("recall", "where does Ann live and what does she do?", "-u", "ann", "-k", "1").json()[0]
     assert bio["provenance"] == [{"chunk": 0, "path": "/.profile/bio.md"}]
 
-    # a key rotation: reseal_workspaces() seals every tenant's objects again under the new key
-    with open_memory() as mem:
-        new = Keyring(mem.store.paths.data_dir).rotate().key_id
-        assert reseal_workspaces(mem.store) == 3
+    # `bm sync key rotate` with no sync remote: the workspace's objects are sealed again under the new key
+    res = bm("sync", "key", "rotate", "--json")
+    assert res.code == 0 and res.json()[0]["remote"] is None and res.json()[0]["resealed"] == 3, res
+    new = res.json()[0]["key_id"]
     assert {header_key_id(body, k) for k, body in sw.objects(s3_store).items()} == {new}
+    fresh = tmp_path_factory.mktemp("newkey") / "data"
+    fresh.mkdir()
+    Keyring(fresh).import_key(bm("sync", "key", "export").out)  # a device holding only the new key
+    only_new = S3Backend(Location(s3_store, "tenants", sw.endpoint), "ann", Keyring(fresh))
+    assert only_new.read_bytes("/notes/kyoto.md").decode() == NOTE + "Also visit Nara.\n"
 
     # bad paths and usage: one Error: line each, nothing stored
     assert_error(bm("fs", "write", "../escape.md", "x", "-u", "ann"), 1, "escapes the workspace")
