@@ -273,7 +273,7 @@ def _check_forget_args(memory_id: Optional[str], match: Optional[str], user: Opt
         raise UsageError("-u/--user only scopes --match and --older-than",
                          hint=f"to forget everything of {user!r}: bm forget --wipe-user {user} --yes")
     if len([x for x in (memory_id, match, wipe_user, older_than, expired or None) if x is not None]) != 1:
-        raise UsageError("give exactly one of ID, --match, --older-than, --expired or --wipe-user",
+        raise UsageError("give exactly one of ID, --match or --wipe-user (or --older-than, --expired)",
                          hint="bm forget ID, bm forget --match TEXT -u USER, bm forget --older-than 30d, "
                               "or bm forget --wipe-user USER")
     if dry_run and older_than is None:  # (what expired goes when the store opens: nothing to preview)
