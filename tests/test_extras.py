@@ -34,6 +34,9 @@ EXTRA_SOURCES = {
     "ollama": ["brandmind/embed/ollama.py", "brandmind/extract/llm.py"],
     "zep": ["sync/zep.py"],
     "graphiti": ["sync/graphiti*.py"],
+    "openai": ["brandmind/embed/openai_compat.py", "brandmind/extract/openai_chat.py"],
+    "hf": ["brandmind/embed/hfapi.py"],
+    "redis": ["sync/broker_redis.py"],
 }
 
 
@@ -216,12 +219,17 @@ def test_the_core_install_alone_embeds_offline_and_names_each_missing_extra(venv
     assert _run(py, zep_home, "remote", "add", "zep").returncode == 0
     assert _run(py, zep_home, "remember", "Ann likes tea").returncode == 0
     _clean_error(_run(py, zep_home, "sync", "now"), "brandmind[zep]")
+    for embedder, extra in (("openai", "openai"), ("hf", "hf")):
+        _clean_error(_run(py, {**env, "BM_EMBEDDER": embedder, "BM_HOME": str(tmp_path / f"{embedder}-home")},
+                          "recall", "tea"), f"brandmind[{extra}]")
+    _clean_error(_run(py, env, "publish", "-", "-b", "redis://127.0.0.1:9", "-u", "ann",
+                      input='{"role": "user", "content": "hi"}\n'), "brandmind[redis]")
 
 
 @pytest.mark.slow
 # [test] is not installed alone here: .ci/run installs exactly it into a fresh venv and runs the
 # suite with CI=true, where a missing package or server fails the run (tests/ci_guard.py)
-@pytest.mark.parametrize("extra", ["ollama", "zep", "graphiti"])
+@pytest.mark.parametrize("extra", ["ollama", "zep", "graphiti", "openai", "hf", "redis"])
 def test_each_extra_installs_alone_and_works(extra, venvs, tmp_path, model_cache, request):
     py = wheelbuild.make_venv(tmp_path / extra, see=[wheelbuild.site_packages(venvs["core"])])
     res = _pip_install(py, f"brandmind[{extra}] @ {venvs['wheel'].as_uri()}")
@@ -240,6 +248,15 @@ def test_each_extra_installs_alone_and_works(extra, venvs, tmp_path, model_cache
         assert _run(py, env, "remember", "Ann likes tea").returncode == 0
         line = _clean_error(_run(py, {**env, "ZEP_API_KEY": "k"}, "sync", "now"))
         assert "missing" not in line and "pip install" not in line, line
+    elif extra in ("openai", "hf"):  # the package is there: the error names the endpoint, not a package
+        down = {**env, "BM_EMBEDDER": extra, f"BM_{extra.upper()}_BASE_URL": "http://127.0.0.1:9/v1",
+                "BM_HOME": str(tmp_path / "down")}
+        line = _clean_error(_run(py, down, "recall", "tea"))
+        assert "pip install" not in line, line
+    elif extra == "redis":
+        line = _clean_error(_run(py, env, "publish", "-", "-b", "redis://127.0.0.1:9", "-u", "ann",
+                                 "--retry-for", "0", input='{"role": "user", "content": "hi"}\n'))
+        assert "pip install" not in line, line
     elif extra == "graphiti":  # a real round against a real FalkorDB: graphiti_core is used
         if falkor_binaries() is None:
             pytest.fail(SKIP_REASON)
