@@ -121,6 +121,7 @@ def _check_user(value: str) -> str:
     return check_user(value)
 
 
+# long: 14 options, one a line; the body is short
 def worker(
     broker: BrokerOpt,
     root: Annotated[str, typer.Option("--root", help="Directory of the users' stores: ROOT/<user> is an ordinary bm "
@@ -137,6 +138,18 @@ def worker(
                                                                     "the events; each group gets every event).")] = "bm-workers",
     name: Annotated[Optional[str], option("--name", check=_check_name,
                                           help="This worker's consumer name (default: host-pid-random).")] = None,
+    sync: Annotated[Optional[str], typer.Option("--sync", help="Sync each user's store to S3 at s3://BUCKET/PREFIX/<user> "
+                                                               "(needs --sync-key): a new machine restores a user's "
+                                                               "store from there before storing their turns.")] = None,
+    sync_key: Annotated[Optional[str], typer.Option("--sync-key", help="The fleet's sync key (a file from `bm sync key "
+                                                                       "export`), the same on every worker machine.")] = None,
+    sync_endpoint_url: Annotated[Optional[str], typer.Option("--sync-endpoint-url", help="An S3-compatible server, "
+                                                                                         "e.g. http://127.0.0.1:8333.")] = None,
+    sync_profile: Annotated[Optional[str], typer.Option("--sync-profile", help="A profile of ~/.aws/config for the "
+                                                                               "credentials (default: the usual AWS chain).")] = None,
+    sync_every: Annotated[float, typer.Option("--sync-every", min=0, max=86400, help="Seconds between pushes of one "
+                                                                                     "user's store; its events are acked "
+                                                                                     "once pushed.")] = 30.0,
     shards: ShardsOpt = None,
     prefix: PrefixOpt = "bm",
     as_json: JsonOpt = False,
@@ -148,7 +161,9 @@ def worker(
     digits, '-', '_' and '@' are %XX-escaped: Ann -> %41nn), embedded, with --extract their
     facts extracted, and acked only once committed.  Run several workers on one ROOT: each
     holds a share of the shards (a user's events are read by one worker at a time, in
-    order; for several machines see the README).  A malformed event goes
+    order; for several machines see the README).  With --sync each user's store is synced to
+    S3 (pushed every --sync-every seconds and at exit, events acked once pushed), and a worker
+    on a new machine restores a store from S3 before storing its user's turns.  A malformed event goes
     to the dead-letter stream (redis-cli XRANGE bm:dead - +).  Prints a report when it ends,
     and one JSON line of the counters so far on SIGUSR1 (kill -USR1 PID).
 
@@ -156,6 +171,7 @@ def worker(
     Examples:
       bm worker --broker redis://127.0.0.1:6379 --root /srv/bm-users
       bm worker -b redis://127.0.0.1:6379 --root /srv/bm-users --drain --claim-idle 5
+      bm worker -b redis://10.0.0.5:6379 --root /srv/bm-users --sync s3://my-bucket/bm-users --sync-key fleet.key
       BM_HOME=/srv/bm-users/ann bm recall "where does Ann live?"
     """
     import signal
@@ -170,13 +186,35 @@ def worker(
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
         signal.signal(signal.SIGUSR1, lambda *_: asked.set())
+    fleet = _fleet_sync(sync, sync_key, sync_endpoint_url, sync_profile, sync_every)
     Path(root).mkdir(parents=True, exist_ok=True)
     with open_broker(broker, shards=shards, prefix=prefix) as b:
         w = BrokerWorker(b, root, group=group, name=name, batch=batch, claim_idle=claim_idle, extract=extract,
-                         log=info)
-        info(f"worker {w.name}: {b.describe()}, {b.shards} shards, stores in {w.root}")
+                         sync=fleet, log=info)
+        info(f"worker {w.name}: {b.describe()}, {b.shards} shards, stores in {w.root}"
+             + (f", synced to {fleet.describe()}" if fleet else ""))
         report = w.run(drain=drain, stop=stop, asked=asked, answer=lambda r: print(json.dumps(r), flush=True))
     if not wants_json(as_json):
         report.pop("lag_hist", None)
         report["lag_ms"] = " / ".join(f"{k} {v}" for k, v in report["lag_ms"].items())
     emit(report, as_json=as_json, jsonl=False, table=lambda o: kv_table(o, title="bm worker"))
+
+
+def _fleet_sync(url: str | None, key: str | None, endpoint_url: str | None, profile: str | None,
+                every: float) -> Any:
+    """The FleetSync of --sync (None without it); usage errors before anything starts."""
+    from brandmind.errors import UsageError
+
+    if url is None:
+        if key or endpoint_url or profile:
+            raise UsageError("--sync-key, --sync-endpoint-url and --sync-profile go with --sync",
+                             hint="add --sync s3://BUCKET/PREFIX")
+        return None
+    if key is None:
+        raise UsageError("--sync needs --sync-key FILE (the fleet's sync key, the same on every worker machine)",
+                         hint="make it once: BM_HOME=$(mktemp -d) sh -c 'bm init >/dev/null && bm sync key export "
+                              "-o fleet.key'")
+    from brandmind.sync.broker_sync import FleetSync, parse_s3_url, read_key
+
+    parse_s3_url(url)  # the URL before the key file
+    return FleetSync(url, read_key(key), endpoint_url=endpoint_url, profile=profile, every=every)

@@ -16,6 +16,9 @@ user and round: one op-log and one SQLite transaction, vectors made before it co
   has an id (its own, or the event's ``eid``), and ``ingest`` skips ids it has stored.
 * A worker only opens the store of the user an event names; user ids map one to one to
   directory names that cannot leave ``ROOT`` (sync/broker.py ``user_dirname``).
+* With ``sync`` (``bm worker --sync s3://...``, sync/broker_sync.py) a store is synced with S3
+  when opened (a new machine starts it from S3 first), pushed at most every ``sync.every``
+  seconds after commits (and at drain / exit), and its events are acked only once pushed.
 """
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ from typing import Any, Callable
 
 from brandmind.errors import BMError, InvalidInput
 
-from .broker import GROUP, BrokerDown, Event, parse_event, published_ms, user_home
+from .broker import GROUP, BrokerDown, Event, parse_event, published_ms, shard_of, user_home
+from .broker_sync import SyncUnavailable
 
 MAX_OPEN = 64      # user stores kept open (least recently used closed first)
 MAX_ATTEMPTS = 5   # a store failing this often on one event: the event goes to the dead letters
@@ -83,7 +87,7 @@ class BrokerWorker:
 
     def __init__(self, broker: Any, root: str | os.PathLike[str], *, group: str = GROUP, name: str | None = None,
                  batch: int = 256, block_ms: int = 1000, claim_idle: float = 30.0, extract: bool = False,
-                 max_open: int = MAX_OPEN, max_attempts: int = MAX_ATTEMPTS,
+                 max_open: int = MAX_OPEN, max_attempts: int = MAX_ATTEMPTS, sync: Any = None,
                  log: Callable[[str], None] | None = None) -> None:
         self.broker = broker
         self.root = Path(root).resolve()
@@ -106,6 +110,12 @@ class BrokerWorker:
         self.stats = {"consumer": self.name, "events": 0, "stored": 0, "duplicates": 0, "dead": 0, "claimed": 0,
                       "rounds": 0, "failures": 0, "broker_down": 0, "last_error": None}
         self.users: set[str] = set()
+        self.sync = sync                    # a sync.broker_sync.FleetSync, or None
+        self.remotes: dict[str, Any] = {}   # user -> the open S3 remote of their store
+        self.unpushed: dict[str, dict[tuple[int, str], Event]] = {}  # committed, acked once pushed
+        self.pushed_at: dict[str, float] = {}
+        if sync is not None:
+            self.stats.update(pushes=0, restored=0, sync_failures=0)
         self._renewed = 0.0
         self._trimmed = 0.0
 
@@ -134,7 +144,7 @@ class BrokerWorker:
                     self.recovering |= self.held
                     pause = min(5.0, max(0.5, 2 * pause))
                     continue
-                if not worked and drain and self.drained():
+                if not worked and drain and self._finished():
                     break
                 if worked is None:  # a store failed: back off before trying again
                     pause = min(5.0, max(0.1, 2 * pause))
@@ -152,16 +162,32 @@ class BrokerWorker:
             events = self.broker.read(self.group, self.name, shards, max(1, self.batch // max(1, len(shards))),
                                       self.block_ms)
         if not events:
+            self.flush()
             self._trim()
             return False
         self.stats["events"] += len(events)
-        return self.handle(events)
+        worked = self.handle(events)
+        self.flush()
+        return worked
+
+    def _finished(self) -> bool:
+        """--drain: every store pushed (--sync) and nothing waiting or pending."""
+        try:
+            return self.flush(force=True) and self.drained()
+        except BrokerDown as exc:
+            self._note(f"broker unreachable, retrying: {exc.message}")
+            return False
 
     def drained(self) -> bool:
         return all(not s["waiting"] and not s["pending"] for s in self.broker.backlog(self.group).values())
 
     def shutdown(self) -> None:
-        """Give the leases up and close the stores (after the round under way)."""
+        """Push what is unpushed, give the leases up and close the stores (after the round
+        under way)."""
+        try:
+            self.flush(force=True)
+        except BMError as exc:  # Redis down: the events stay pending, the next worker takes them
+            self._note(f"could not ack the pushed events: {exc.message}")
         for k in sorted(self.held):
             try:
                 self.broker.release(k, self.name)
@@ -191,10 +217,12 @@ class BrokerWorker:
                 self._note(f"lost the lease of shard {k} (not renewed within the claim idle time)")
                 self.held.discard(k)
                 self.recovering.discard(k)
+                self._let_go(k)
         self._renewed = now
         if not rebalance:  # in the middle of a round: the events in hand are of the shards held
             return
         for k in sorted(self.held - self.recovering, reverse=True)[:max(0, len(self.held) - target)]:
+            self._let_go(k)  # with --sync: pushed and acked while still held
             self.broker.release(k, self.name)
             self.held.discard(k)
         start = int.from_bytes(self.name.encode()[-4:], "big") % self.broker.shards
@@ -203,6 +231,7 @@ class BrokerWorker:
                 break
             k = (start + i) % self.broker.shards
             if k not in self.held and self.broker.lease(k, self.name, self.idle_ms):
+                self._let_go(k)  # with --sync: its users' stores are synced again before use
                 self.held.add(k)
                 self.recovering.add(k)  # what its last holder left pending comes first
 
@@ -217,6 +246,8 @@ class BrokerWorker:
             events = self.broker.claim(self.group, self.name, k, self.batch, 0)
             if events:
                 self.stats["claimed"] += len(events)
+                if len(events) < self.batch:  # all of them: new events next (a failure marks it again)
+                    self.recovering.discard(k)
                 return events
             self.recovering.discard(k)
         return None
@@ -230,7 +261,12 @@ class BrokerWorker:
     def handle(self, events: list[Event]) -> bool | None:
         """Store the events by user, in order; ack what committed.  None if a store failed."""
         by_user: OrderedDict[str, list[tuple[Event, dict]]] = OrderedDict()
+        held = {key: user for user, waiting in self.unpushed.items() for key in waiting}
+        again: set[str] = set()
         for ev in events:
+            if (ev.shard, ev.id) in held:  # claimed again (a broker outage, a failed store): committed,
+                again.add(held[(ev.shard, ev.id)])  # it waits for its push: pushed (and acked) now
+                continue
             try:
                 user, turn = parse_event(ev)
             except InvalidInput as exc:
@@ -244,9 +280,14 @@ class BrokerWorker:
             if not items:
                 continue
             stored, ok = self._store_user(user, items)
-            done += stored
+            if self.sync is None:
+                done += stored
+            elif stored:
+                self.unpushed.setdefault(user, {}).update({(ev.shard, ev.id): ev for ev in stored})
             failed = failed or not ok
         self.broker.ack(self.group, done)
+        for user in again:
+            failed = not self._push(user) or failed
         return None if failed else True
 
     def _store_user(self, user: str, items: list[tuple[Event, dict]]) -> tuple[list[Event], bool]:
@@ -256,6 +297,9 @@ class BrokerWorker:
         for chunk in chunks:
             try:
                 report = self._ingest(user, [turn for _, turn in chunk])
+            except SyncUnavailable as exc:  # S3: not the event's fault, never dead-lettered
+                self._sync_failed(exc, chunk)
+                return committed, False
             except Exception as exc:  # the store failed: this and the user's later events wait
                 if self._failed(user, chunk, exc):
                     continue  # dead-lettered after max_attempts: the user's next events go on
@@ -288,6 +332,7 @@ class BrokerWorker:
         for ev, _ in chunk:
             self.recovering.add(ev.shard)
         stale = self.stores.pop(user, None)  # reopened on the next attempt
+        self.remotes.pop(user, None)
         if stale is not None:
             try:
                 stale.close()
@@ -329,12 +374,85 @@ class BrokerWorker:
         mem = Memory(home, config=config, embedder=self.embedder, create=True)
         if self.embedder is None:
             self.embedder = mem.embedder  # one model for every store of this worker
+        if self.sync is not None:
+            try:  # restored from S3 (a new machine) or brought up to date before anything is stored
+                self.remotes[user], done = self.sync.attach(mem, home.name)
+            except BaseException:
+                mem.close()
+                raise
+            self.pushed_at[user] = time.monotonic()
+            if done.get("bootstrap") or done.get("pulled"):
+                self.stats["restored"] += 1
+                self._note(f"store of {user!r} synced from S3 before use: {done}")
         self.stores[user] = mem
         self.users.add(user)
-        while len(self.stores) > self.max_open:
-            _, old = self.stores.popitem(last=False)
-            old.close()
+        self._evict()
         return mem
+
+    def _evict(self) -> None:
+        """Close the least recently used stores beyond ``max_open`` (one with events waiting
+        for their push is pushed first, and stays open if that fails)."""
+        for user in list(self.stores):
+            if len(self.stores) <= self.max_open:
+                return
+            if user in self.unpushed and not self._push(user):
+                continue
+            self._close(user)
+
+    def _close(self, user: str) -> None:
+        self.remotes.pop(user, None)
+        mem = self.stores.pop(user, None)
+        if mem is not None:
+            mem.close()
+
+    # -- S3 sync (--sync) ------------------------------------------------------------------------------
+    def flush(self, force: bool = False) -> bool:
+        """Push the stores whose events wait for it (those last pushed ``sync.every`` seconds
+        ago or more; all with ``force``) and ack their events; True if none waits any more."""
+        if self.sync is None:
+            return True
+        now = time.monotonic()
+        for user in list(self.unpushed):
+            if force or now - self.pushed_at.get(user, 0.0) >= self.sync.every:
+                self._push(user)
+        return not self.unpushed
+
+    def _push(self, user: str) -> bool:
+        """Push the user's store, then ack its events of shards still held (another holder
+        claims the rest and finds them stored); False if the push failed (they wait)."""
+        self.pushed_at[user] = time.monotonic()
+        try:
+            mem = self.stores.get(user) or self._open(user)  # reopening syncs (pushes) it too
+            self.sync.sync(mem, self.remotes[user], pull=False)
+        except Exception as exc:  # noqa: BLE001 - S3 down, or the store failed to reopen
+            message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+            self.stats["sync_failures"] += 1
+            self.stats["last_error"] = message
+            self._note(f"push of {user!r} failed, its events stay pending: {message}")
+            return False
+        self.stats["pushes"] += 1
+        events = self.unpushed.pop(user, {})
+        self.broker.ack(self.group, [ev for ev in events.values() if ev.shard in self.held])
+        return True
+
+    def _let_go(self, shard: int) -> None:
+        """A shard's lease was lost or (re)taken: with --sync, its users' stores are pushed
+        and closed (reopening syncs them: another worker may have written them meanwhile);
+        their unacked events are left to the shard's holder."""
+        if self.sync is None:
+            return
+        for user in [u for u in self.stores if shard_of(u, self.broker.shards) == shard]:
+            if user in self.unpushed:
+                self._push(user)
+                self.unpushed.pop(user, None)
+            self._close(user)
+
+    def _sync_failed(self, exc: SyncUnavailable, chunk: list[tuple[Event, dict]]) -> None:
+        self.stats["sync_failures"] += 1
+        self.stats["last_error"] = exc.message
+        for ev, _ in chunk:
+            self.recovering.add(ev.shard)  # claimed again, in order, once S3 answers
+        self._note(f"{exc.message}; the user's events wait")
 
     def _note(self, message: str) -> None:
         self.log(f"worker {self.name}: {message}")
