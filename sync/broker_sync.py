@@ -21,6 +21,10 @@ the existing sync (sync/engine.py, sync/s3.py), so a worker machine can be repla
   restores the store from S3 (without them) and stores them again; lost between push and ack,
   the restored store holds them already and ``ingest`` skips their ids.  Nothing is lost or
   stored twice either way.
+* **Snapshots.** After a push, the user's remote is compacted (sync/compact.py: the segments
+  folded into a snapshot, which a new machine starts from) when ``sync_compact_interval``
+  (the store's config, 86400 s by default; ``BM_SYNC_COMPACT_INTERVAL``) has passed since
+  its last compaction, so also on its first push: as the daemon does for a device.
 * A sync that fails (S3 down, a wrong key) is :class:`SyncUnavailable`: the worker keeps the
   events pending and retries with backoff, it never dead-letters a turn for it.
 """
@@ -77,6 +81,7 @@ class FleetSync:
         self.endpoint_url, self.region, self.profile = endpoint_url, region, profile
         self.key_text = key_text
         self.every = every
+        self.next_compact: dict[str, float] = {}  # per store directory: when to look at compact.json again
         make_s3(REMOTE, bucket=self.bucket, prefix=self._prefix("x"), endpoint_url=endpoint_url,
                 region=region, profile=profile)  # bad input fails now, not at the first user
 
@@ -134,3 +139,26 @@ class FleetSync:
         out["pushed"] = sum((report.get("pushed") or {}).values())
         out["pulled"] = sum((report.get("pulled") or {}).values())
         return out
+
+    def maybe_compact(self, mem: Any, remote: Any, dirname: str) -> dict | None:
+        """Compact the store's remote when due (module docstring); what it did, or None.  A
+        failure is returned as ``{"error": ...}`` (tried again an interval later), never raised."""
+        import time
+
+        from brandmind.sync.compact import compact, due
+
+        interval = int(getattr(mem.config, "sync_compact_interval", 0) or 0)
+        now = time.monotonic()
+        if interval <= 0 or now < self.next_compact.get(dirname, now):
+            return None
+        try:
+            wait = due(remote, interval)
+            if wait > 0:
+                self.next_compact[dirname] = now + wait
+                return None
+            done = compact(mem.store, remote)
+        except BMError as exc:
+            self.next_compact[dirname] = now + interval
+            return {"error": exc.message}
+        self.next_compact[dirname] = now + interval
+        return done

@@ -115,7 +115,7 @@ class BrokerWorker:
         self.unpushed: dict[str, dict[tuple[int, str], Event]] = {}  # committed, acked once pushed
         self.pushed_at: dict[str, float] = {}
         if sync is not None:
-            self.stats.update(pushes=0, restored=0, sync_failures=0)
+            self.stats.update(pushes=0, restored=0, compactions=0, sync_failures=0)
         self._renewed = 0.0
         self._trimmed = 0.0
 
@@ -431,6 +431,10 @@ class BrokerWorker:
             self._note(f"push of {user!r} failed, its events stay pending: {message}")
             return False
         self.stats["pushes"] += 1
+        done = self.sync.maybe_compact(mem, self.remotes[user], user_home(self.root, user).name)
+        if done is not None:
+            self.stats["compactions"] += 1 if done.get("compacted") else 0
+            self._note(f"compacted the remote of {user!r}: {done}")
         events = self.unpushed.pop(user, {})
         self.broker.ack(self.group, [ev for ev in events.values() if ev.shard in self.held])
         return True

@@ -95,6 +95,7 @@ def test_a_replaced_worker_machine_restores_each_store_from_s3_nothing_lost_or_d
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert (report["stored"], report["pushes"], report["sync_failures"], report["dead"]) == (9, 3, 0, 0), report
+    assert report["compactions"] == 3  # each store's first push made its snapshot
     keys = set(aws.objects(bucket))
     assert {k.split("/")[1] for k in keys} == {user_dirname(u) for u in USERS} and all(k.startswith("fleet/") for k in keys)
 
@@ -124,9 +125,12 @@ def test_a_replaced_worker_machine_restores_each_store_from_s3_nothing_lost_or_d
     # machine B, an empty root: restores each store from S3, then stores the rest
     for u in USERS:
         broker.publish(u, turns(u, 5, 2))
-    b = BrokerWorker(broker, root_b, claim_idle=0.5, name="b",
+    notes: list[str] = []
+    b = BrokerWorker(broker, root_b, claim_idle=0.5, name="b", log=notes.append,
                      sync=FleetSync(url, read_key(key), endpoint_url=aws.endpoint, every=3600))
     report = b.run(drain=True)
+    started = [n for n in notes if "synced from S3 before use" in n and "'bootstrap'" in n]
+    assert len(started) == 3, notes  # from the snapshot A's first push made, then ann's later segment
     assert (report["restored"], report["claimed"], report["duplicates"], report["stored"], report["dead"]) \
         == (3, 6, 2, 10, 0), report  # ann's 2 pushed turns were in S3: found stored, not stored again
     assert all(s == {"waiting": 0, "pending": 0} for s in broker.backlog("bm-workers").values())
