@@ -24,7 +24,9 @@ the existing sync (sync/engine.py, sync/s3.py), so a worker machine can be repla
 * **Snapshots.** After a push, the user's remote is compacted (sync/compact.py: the segments
   folded into a snapshot, which a new machine starts from) when ``sync_compact_interval``
   (the store's config, 86400 s by default; ``BM_SYNC_COMPACT_INTERVAL``) has passed since
-  its last compaction, so also on its first push: as the daemon does for a device.
+  its last compaction (or there was none) and at least ``compact_min_ops`` (1,000) ops came
+  since: a snapshot costs about 2 MB whatever the store holds, more than replaying a few
+  hundred ops, and a fleet has many small stores.
 * A sync that fails (S3 down, a wrong key) is :class:`SyncUnavailable`: the worker keeps the
   events pending and retries with backoff, it never dead-letters a turn for it.
 """
@@ -36,6 +38,7 @@ from typing import Any
 from brandmind.errors import BMError, InvalidInput, NotFound, UsageError
 
 REMOTE = "origin"   # the remote's name in each user's store
+COMPACT_MIN_OPS = 1000  # ops past the last snapshot before a store's remote is compacted
 SYNC_EVERY = 30.0   # default seconds between pushes of one user's store
 
 
@@ -74,13 +77,15 @@ class FleetSync:
     """The S3 sync of a worker's user stores; see the module docstring."""
 
     def __init__(self, url: str, key_text: str, *, endpoint_url: str | None = None, region: str | None = None,
-                 profile: str | None = None, every: float = SYNC_EVERY) -> None:
+                 profile: str | None = None, every: float = SYNC_EVERY,
+                 compact_min_ops: int = COMPACT_MIN_OPS) -> None:
         from brandmind.sync.config import make_s3
 
         self.bucket, self.prefix = parse_s3_url(url)
         self.endpoint_url, self.region, self.profile = endpoint_url, region, profile
         self.key_text = key_text
         self.every = every
+        self.compact_min_ops = compact_min_ops
         self.next_compact: dict[str, float] = {}  # per store directory: when to look at compact.json again
         make_s3(REMOTE, bucket=self.bucket, prefix=self._prefix("x"), endpoint_url=endpoint_url,
                 region=region, profile=profile)  # bad input fails now, not at the first user
@@ -145,7 +150,8 @@ class FleetSync:
         failure is returned as ``{"error": ...}`` (tried again an interval later), never raised."""
         import time
 
-        from brandmind.sync.compact import compact, due
+        from brandmind.sync.compact import compact, due, record
+        from brandmind.sync.s3format import floor_of
 
         interval = int(getattr(mem.config, "sync_compact_interval", 0) or 0)
         now = time.monotonic()
@@ -155,6 +161,10 @@ class FleetSync:
             wait = due(remote, interval)
             if wait > 0:
                 self.next_compact[dirname] = now + wait
+                return None
+            fresh = sum(mem.store.log.version_vector().values()) - sum(floor_of(record(remote)).values())
+            if fresh < self.compact_min_ops:  # looked at again an interval later
+                self.next_compact[dirname] = now + interval
                 return None
             done = compact(mem.store, remote)
         except BMError as exc:
