@@ -128,8 +128,6 @@ class OpLog:
     the log is below the op rules and does not know them)."""
 
     def __init__(self, path: Path, *, create: bool = False, check: Check | None = None) -> None:
-        import lmdb
-
         self.path = path
         self.check = check
         if not (path / "data.mdb").exists():
@@ -137,14 +135,7 @@ class OpLog:
                 raise StoreMissing(f"no bm store at {path.parent}",
                                    hint="run `bm init` (or set BM_HOME to the store's directory)")
             path.mkdir(parents=True, exist_ok=True)
-        try:
-            self.env = lmdb.open(str(path), map_size=_MAP_SIZE, max_dbs=len(_DBS) + 1,
-                                 subdir=True, lock=True, max_readers=256)
-        except lmdb.Error as exc:
-            raise StoreCorrupt(f"cannot open the op log at {path}: {exc}",
-                               hint="run `bm doctor`; restore the store from `bm export` or a sync remote") from None
-        self.env.reader_check()  # clear reader slots of processes that were killed
-        self.db = {name: self.env.open_db(name.encode()) for name in _DBS}
+        self._open_env()
         with self.env.begin(write=True) as txn:
             meta = self.db["meta"]
             if txn.get(b"replica", db=meta) is None:
@@ -187,6 +178,18 @@ class OpLog:
         for replica, head in heads.items():
             txn.put(b"vv\0" + replica, u64(head), db=sync)
         txn.put(b"vv_ready", b"1", db=sync)
+
+    def _open_env(self) -> None:
+        import lmdb
+
+        try:
+            self.env = lmdb.open(str(self.path), map_size=_MAP_SIZE, max_dbs=len(_DBS) + 1,
+                                 subdir=True, lock=True, max_readers=256)
+        except lmdb.Error as exc:
+            raise StoreCorrupt(f"cannot open the op log at {self.path}: {exc}",
+                               hint="run `bm doctor`; restore the store from `bm export` or a sync remote") from None
+        self.env.reader_check()  # clear reader slots of processes that were killed
+        self.db = {name: self.env.open_db(name.encode()) for name in _DBS}
 
     def close(self) -> None:
         self.env.close()
@@ -255,7 +258,16 @@ class OpLog:
         """Zero what LMDB kept of deleted and redacted data (brandmind/lmdbscrub.py).  A
         first commit rolls LMDB's second meta page past the forget; while a reader in
         another process holds an older snapshot, nothing is zeroed and the ``scrub_pending``
-        mark makes the next open (or forget) try again.  Returns whether it ran."""
+        mark makes the next open (or forget) try again.  Returns whether it ran.
+
+        The environment is closed and opened again first: LMDB keeps the page buffers of this
+        process's commits for its next write transactions without zeroing them, and copies a
+        page into one leaving the page's unused middle as the buffer had it, so a later commit
+        wrote a forgotten op's old bytes back into the file (a daemon, an agent's long-lived
+        Memory).  Buffers of a new environment start zeroed; nothing can hold a transaction
+        here (a write just ended, and the store is used under one lock)."""
+        self.env.close()
+        self._open_env()
         with self.env.begin(write=True) as txn:
             txn.put(b"scrub_pending", b"1", db=self.db["meta"])
         if not scrub_file(self.env, self.path / "data.mdb"):

@@ -226,3 +226,22 @@ def test_wiping_a_user_leaves_none_of_their_words_in_the_files(bm, store, bm_hom
     assert bm("forget", "--wipe-user", "ann", "--yes").code == 0
     assert files_holding(bm_home, "zq-private-", "zq-remembered-fact") == []
     assert "zq-bob-keeps" in bm("beads", "tail", "-u", "bob", "--json").out
+
+
+def test_a_long_lived_process_that_forgets_leaves_no_copy_in_its_later_writes(tmp_path, monkeypatch):
+    """An agent's Memory (or the daemon) writes, forgets, then goes on writing in the same
+    process: LMDB reuses its page buffers without zeroing them, so a later commit used to write a
+    forgotten op's old bytes into the unused middle of a page (brandmind/oplog.py `scrub`)."""
+    monkeypatch.setenv("BM_HOME", str(tmp_path / "home"))
+    assert run_bm("init").code == 0
+    with open_memory() as mem:
+        for i in range(40):
+            mem.ingest([{"role": "user", "content": f"filler turn {i} about the garden and the weather"}], user="f")
+        out = mem.ingest([{"role": "user", "content": f"my locker code is {SECRET}"}], user="f")
+        ids = [m["id"] for m in mem.recall("locker code", user="f", k=50) if SECRET in m["text"]]
+        assert ids, out
+        mem.forget_many(ids, bead_ids=[b["id"] for b in mem.beads_tail(200, user="f") if SECRET in b["content"]])
+        for i in range(3):  # the same process keeps writing after the forget
+            mem.ingest([{"role": "user", "content": f"later turn {i} about the dentist"}], user="f")
+        assert SECRET not in json.dumps(mem.recall("locker code", user="f", k=50))
+    assert files_holding(tmp_path / "home", SECRET) == []
