@@ -82,6 +82,17 @@ _SETTINGS = ("BM_HOME", "BM_EMBEDDER", "BM_OLLAMA_HOST", "BM_OLLAMA_MODEL", "BM_
              "BM_SYNC_PULL_INTERVAL", "BM_SYNC_BACKOFF_MAX", "BM_SYNC_MAX_SKEW_MS", "XDG_STATE_HOME",
              "BM_CACHE_DIR")
 
+# a developer's own provider keys and endpoints must not reach a test's store
+_KEYS = ("OPENAI_API_KEY", "OPENROUTER_API_KEY", "HF_TOKEN")  # (ZEP_API_KEY: the live Zep test)
+
+
+def _developer_settings() -> tuple[str, ...]:
+    """Every ``BM_*`` setting of the environment (not the tests' own ``BM_TEST*``/``BM_SOAK_*``
+    switches), and the providers' API keys."""
+    return tuple(k for k in os.environ if (k.startswith("BM_") and not k.startswith(("BM_TEST", "BM_SOAK_")))
+                 or k in _KEYS)
+
+
 from ci_guard import (pytest_collectreport, pytest_runtest_makereport, pytest_sessionfinish,  # noqa: E402,F401
                       pytest_terminal_summary)
 
@@ -141,7 +152,7 @@ def _homes_root(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(autouse=True)
 def bm_home(request: pytest.FixtureRequest, _homes_root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh, empty BM_HOME for every test (no store in it yet: see ``store``)."""
-    for key in _SETTINGS:
+    for key in _SETTINGS + _developer_settings():
         monkeypatch.delenv(key, raising=False)
     home = Path(tempfile.mkdtemp(prefix=request.node.name[:40].replace("/", "_") + "-", dir=_homes_root))
     monkeypatch.setenv("BM_HOME", str(home))
