@@ -282,8 +282,16 @@ def plan_node(nodes: dict[tuple[str, str], str], ops: list, u: str, name: str, t
     key = (type_, norm(name))
     if key not in nodes and ("entity", key[1]) in nodes:
         key = ("entity", key[1])  # an untyped node of that name (`bm kg link Ann ...`) is the one
+    if key not in nodes and type_ == "entity":
+        if ("*", "") not in nodes:  # ("*", name) -> the first node of that name, indexed once
+            for (_, n), i in list(nodes.items()):
+                nodes.setdefault(("*", n), i)
+            nodes[("*", "")] = ""
+        if nodes.get(("*", key[1])):  # an untyped name ("Eve knows Tom") is the typed node of that name
+            return nodes[("*", key[1])]
     if key not in nodes:
         nodes[key] = new_id("n")
+        nodes.setdefault(("*", key[1]), nodes[key])
         ops.append((Kind.KG_NODE, {"id": nodes[key], "user": u, "type": type_, "name": name,
                                 "labels": [], "meta": {}, "ts": now}))
     return nodes[key]

@@ -59,6 +59,18 @@ def dump(mem) -> dict:
     }
 
 
+def test_a_name_seen_as_a_subject_then_as_an_untyped_object_is_one_node(mem):
+    """"Tom plays chess" makes a person Tom; "Eve knows Tom" names Tom untyped: the same node
+    (it was a second Tom, which split hubs and clusters), in one batch or in two calls."""
+    mem.facts.add({"subject": "Tom", "predicate": "plays", "object": "chess"}, user="ann")
+    mem.facts.add({"subject": "Eve", "predicate": "knows", "object": "Tom"}, user="ann")
+    mem.facts.add_many([{"subject": "Zoe", "predicate": "plays", "object": "go"},
+                        {"subject": "Eve", "predicate": "knows", "object": "zoe"}], user="ann")
+    names = sorted(n["name"].lower() for n in mem.graph.list_nodes(user="ann"))
+    assert names == sorted({"tom", "chess", "eve", "zoe", "go"}), names
+    assert {h["name"] for h in mem.graph.hubs(user="ann", limit=1)} <= {"Tom", "Eve", "Zoe"}
+
+
 # -- reconciliation ----------------------------------------------------------------------------
 def test_a_duplicate_confirms_the_old_fact_without_a_new_row(mem):
     first = mem.facts.add(ANN_LISBON, user="ann", sources=["b_one"])
