@@ -119,9 +119,9 @@ def _public(value: Any) -> Any:
 # -- what each tool does -----------------------------------------------------------------------------
 def _remember(mem: Any, a: dict) -> dict:
     item = mem.remember(a["text"], type=a.get("type") or "fact", user=a.get("user"), agent=a.get("agent"),
-                        importance=a.get("importance", 0.5))
+                        importance=a.get("importance", 0.5), ttl=a.get("ttl"), pin=bool(a.get("pin")))
     return {"id": item["id"], "user": item["user"], "agent": item["agent"], "type": item["type"],
-            "ts": item["ts"]}
+            "ts": item["ts"], **({"expires_at": item["expires_at"]} if item.get("expires_at") else {})}
 
 
 def _recall(mem: Any, a: dict) -> dict:
@@ -208,7 +208,10 @@ _REMEMBER = dict(
                        minLength=1),
             "user": USER, "agent": AGENT, "type": TYPE,
             "importance": {"type": "number", "minimum": 0, "maximum": 1,
-                           "description": "How much it matters, 0 to 1 (default 0.5)."}},
+                           "description": "How much it matters, 0 to 1 (default 0.5)."},
+            "ttl": _s("Forget it this long from now, e.g. 12h, 30d, 2w (default: kept until forgotten).",
+                      minLength=2),
+            "pin": {"type": "boolean", "description": "Never expire it nor forget it by age (default false)."}},
     required=("text",), run=_remember, read_only=False)
 _RECALL = dict(
     params={"query": QUERY, "user": USER, "agent": AGENT,

@@ -77,6 +77,10 @@ def test_the_tools_listed_are_the_exported_ones_with_their_annotations():
 def test_every_tool_over_stdio(store):
     async def session(s):
         ann = await call(s, "remember", {"text": "Ann moved to Lisbon in May 2024", "user": "ann", "type": "fact"})
+        brief = await call(s, "remember", {"text": "Ann's gate code today is 5521", "user": "ann", "ttl": "12h"})
+        assert brief["expires_at"] > brief["ts"]
+        kept = await call(s, "remember", {"text": "Ann is allergic to peanuts", "user": "ann", "pin": True})
+        assert "expires_at" not in kept and (await call(s, "get", {"id": kept["id"]}))["pinned"] is True
         note = await call(s, "create_note", {"text": "Ann takes the 28 tram to work", "user": "ann"})
         found = await call(s, "recall", {"query": "Lisbon", "user": "ann", "k": 5})
         assert found["results"][0] == {"id": ann["id"], "snippet": "Ann moved to Lisbon in May 2024",
@@ -127,7 +131,8 @@ def test_bad_arguments_are_error_results_and_the_server_goes_on(store):
                await error(s, "get", {"id": "m_nope"}), await error(s, "forget", {"id": "m_nope"}),
                await error(s, "remember", {"text": "   "}), await error(s, "kg_neighbors", {"ref": "Nobody"}),
                await error(s, "block_set", {"label": "bad label!", "text": "x"}),
-               await error(s, "remember", {"text": "x", "user": " padded "})]
+               await error(s, "remember", {"text": "x", "user": " padded "}),
+               await error(s, "remember", {"text": "x", "ttl": "3x"})]
         ok = await call(s, "remember", {"text": "still serving", "user": "ann"})
         return out, ok
     out, ok = run(session)
@@ -138,6 +143,7 @@ def test_bad_arguments_are_error_results_and_the_server_goes_on(store):
     assert "not one of the choices" in out[4] and "did you mean recall?" in out[5]
     assert out[6].startswith("no memory 'm_nope'") and out[7].startswith("no memory 'm_nope'")
     assert "text is empty" in out[8] and "Nobody" in out[9] and "invalid user" in out[11]
+    assert "must be a duration" in out[12], out[12]
     assert ok["id"].startswith("m_")
 
 
