@@ -231,7 +231,6 @@ class BrokerWorker:
                 break
             k = (start + i) % self.broker.shards
             if k not in self.held and self.broker.lease(k, self.name, self.idle_ms):
-                self._let_go(k)  # with --sync: its users' stores are synced again before use
                 self.held.add(k)
                 self.recovering.add(k)  # what its last holder left pending comes first
 
@@ -440,9 +439,10 @@ class BrokerWorker:
         return True
 
     def _let_go(self, shard: int) -> None:
-        """A shard's lease was lost or (re)taken: with --sync, its users' stores are pushed
-        and closed (reopening syncs them: another worker may have written them meanwhile);
-        their unacked events are left to the shard's holder."""
+        """A shard's lease is given up (still held: its users' events are acked after the
+        push) or was lost (they are left to its new holder): with --sync, those users' stores
+        are pushed and closed, so they are synced again if the shard comes back (another
+        worker may have written them meanwhile)."""
         if self.sync is None:
             return
         for user in [u for u in self.stores if shard_of(u, self.broker.shards) == shard]:

@@ -179,3 +179,50 @@ def test_worker_extract_stores_the_rule_extractors_facts_in_the_users_store(tmp_
     assert {(f["predicate"], f["object"], f["source"]) for f in facts} >= {("lives_in", "Lisbon", "extract")}
     with Memory(user_home(tmp_path / "users", "bob")) as mem:
         assert not [r for r in mem.recall("Lisbon", user="bob") if "Lisbon" in r["text"]]
+
+
+def test_a_shard_handed_between_machines_is_pushed_before_and_synced_after(redis_server, aws, tmp_path):
+    """Worker A holds both shards, with turns committed and not yet pushed; B joins on another
+    root: A pushes and acks that shard's stores before giving it up, B syncs each store before
+    storing into it; A stops (pushing the rest), B restarts, takes A's shard too and stores a
+    turn more of each user.  Both S3 and B's stores then hold every user's turns once, in order."""
+    from brandmind.memory import Memory
+
+    bucket = aws.new_bucket()
+    key = read_key(new_key(tmp_path / "fleet.key"))
+    broker = open_broker(redis_server.url, shards=2, prefix=f"h{os.getpid()}")
+    users = ["ann", "bob", "dan", "eve"]  # ann and dan on shard 1, bob and eve on shard 0
+
+    def fleet() -> FleetSync:
+        return FleetSync(f"s3://{bucket}/f", key, endpoint_url=aws.endpoint, every=3600)
+
+    a = BrokerWorker(broker, tmp_path / "a", sync=fleet(), claim_idle=5, name="a")
+    for u in users:
+        broker.publish(u, turns(u, 0, 2))
+    a.coordinate(force=True)
+    assert a.held == {0, 1} and a.round() and set(a.unpushed) == set(users)
+    b = BrokerWorker(broker, tmp_path / "b", sync=fleet(), claim_idle=5, name="b")
+    b.coordinate(force=True)
+    assert b.held == set()
+    a.coordinate(force=True)  # two workers alive: A gives one shard up, its stores pushed and acked first
+    assert len(a.held) == 1 and a.stats["pushes"] == 2 and len(a.unpushed) == 2
+    b.coordinate(force=True)
+    assert len(b.held) == 1 and broker.backlog("bm-workers")[next(iter(b.held))] == {"waiting": 0, "pending": 0}
+    for u in users:
+        broker.publish(u, turns(u, 2, 2))
+    assert a.round() and b.round()
+    a.shutdown()  # pushes its users, acks, gives its shard up
+    assert not a.unpushed and a.stats["sync_failures"] == 0
+    b.shutdown()
+    assert (b.stats["stored"], b.stats["restored"]) == (4, 2)  # its users had A's first turns
+    for u in users:
+        broker.publish(u, turns(u, 4, 1))
+    b2 = BrokerWorker(broker, tmp_path / "b", sync=fleet(), claim_idle=0.5, name="b2")  # B restarted
+    report = b2.run(drain=True)  # takes both shards: A's users' stores come from S3 first
+    assert (report["stored"], report["duplicates"], report["restored"]) == (4, 0, 2), report
+    for u in users:
+        assert stored(user_home(tmp_path / "b", u), u) == [f"{u} says number {i}" for i in range(5)]
+        home = tmp_path / "s3" / u
+        with Memory(home, create=True) as mem:
+            fleet().attach(mem, user_dirname(u))
+        assert stored(home, u) == [f"{u} says number {i}" for i in range(5)]
