@@ -18,8 +18,13 @@ def test_sigint_during_ingest_exits_130_and_keeps_the_store_consistent(store: Pa
     src.write_text("\n".join(lines) + "\n")
     proc = subprocess.Popen([*BM_CMD, "ingest", str(src)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=dict(os.environ))
+    log = store / "data" / "log.lmdb" / "data.mdb"
+    start, deadline = log.stat().st_size, time.monotonic() + 90
     try:
-        time.sleep(2.0)
+        # interrupt once the first batches are committed (not after a fixed sleep: on a loaded
+        # machine the process had not stored anything yet)
+        while log.stat().st_size < start + 256 * 1024 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
         assert proc.poll() is None, "ingest finished before it could be interrupted"
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
