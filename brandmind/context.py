@@ -37,8 +37,9 @@ otherwise it is skipped and smaller ones may still go in.  (Filling by value per
 instead favoured short weak lines over the long one that answers: 82.8% of LoCoMo dev's
 evidence in 2,000 tokens against 90.4% in value order, scripts/bench_context.py.)  The
 chosen ones are then serialised in section order and the *exact returned string* is
-counted; should it exceed the limit (it cannot with bm's counters, which are additive
-over whitespace and punctuation, but a future counter might not be), the chosen
+counted (with bm's counters, which are additive over whitespace, as the sum of its lines'
+counts, mostly cached: tokens.py; a caller's own counter counts the whole string); should
+it exceed the limit (it cannot with bm's counters, but a future counter might), the chosen
 candidate of lowest value per token is removed until it fits.  So
 ``tokens <= budget * (1 - margin)`` always, and a budget smaller than any header gives
 an empty block (``""``, 0 tokens) with every candidate listed in ``dropped``.
@@ -279,14 +280,20 @@ def _fit(chosen: list[_Item], format: str, counter: TokenCounter, limit: int,
          rank: dict[int, int]) -> tuple[str, int]:
     """The chosen candidates serialised, and the exact token count of that string; the
     candidate of lowest value per token is removed (from ``chosen``) while it is over."""
-    render = _render_text if format == "text" else _render_json
-    text = render(chosen)
-    tokens = counter.count(text) if text else 0
+    def render() -> tuple[str, int]:
+        if format == "text" and getattr(counter, "additive", False):
+            # no token spans a newline: the text's count is its lines' (counted, and kept, one by one)
+            blocks = _text_blocks(chosen)
+            return ("\n\n".join("\n".join(b) for b in blocks),
+                    sum(counter.count_many([line for b in blocks for line in b])))
+        text = _render_text(chosen) if format == "text" else _render_json(chosen)
+        return text, counter.count(text) if text else 0
+
+    text, tokens = render()
     while tokens > limit and chosen:  # never with additive counters; a guarantee, not an estimate
         worst = min(chosen, key=lambda it: (it.density, -rank[id(it)]))
         chosen.remove(worst)
-        text = render(chosen)
-        tokens = counter.count(text) if text else 0
+        text, tokens = render()
     return text, tokens
 
 
@@ -446,6 +453,11 @@ def _bead_line(o: dict, *, with_date: bool) -> str:
 
 
 def _render_text(chosen: list[_Item]) -> str:
+    return "\n\n".join("\n".join(block) for block in _text_blocks(chosen))
+
+
+def _text_blocks(chosen: list[_Item]) -> list[list[str]]:
+    """The text block's sections, each as its lines (header first)."""
     blocks = []
     for section in SECTIONS:
         items = [it for it in _in_output_order(chosen) if it.section == section]
@@ -464,8 +476,8 @@ def _render_text(chosen: list[_Item]) -> str:
                     lines.append(_day_line(it.group))
                 day = it.group
                 lines.append(it.line)
-        blocks.append("\n".join([HEADERS[section], *lines]))
-    return "\n\n".join(blocks)
+        blocks.append([HEADERS[section], *lines])
+    return blocks
 
 
 def _render_json(chosen: list[_Item]) -> str:

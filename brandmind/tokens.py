@@ -32,7 +32,9 @@ WordPiece terms; the margin covers the rest.
 
 Both counters are additive over whitespace: since neither lets a token span a
 space or a newline, the count of ``a + "\\n" + b`` is the count of ``a`` plus the
-count of ``b``.  bm still counts the final serialised text as a whole.
+count of ``b`` (``additive = True``).  bm counts a text block as the sum of its lines'
+counts, which the cache mostly already holds; a counter without ``additive`` (a caller's
+own) counts the whole serialised text.
 
 Speed: one ``count_many`` call over 200 short chat turns takes ~4-7 ms with
 WordPiece (one ``encode_batch_fast`` call; loading tokenizer.json once costs
@@ -70,6 +72,7 @@ class WordPieceCounter:
     """The embedded model's WordPiece tokenizer; ``tokenizer.json`` is loaded on first use."""
 
     name = WORDPIECE
+    additive = True  # no token spans whitespace (see the module docstring)
 
     def __init__(self, tokenizer_file: str | None = None) -> None:
         self._file = tokenizer_file
@@ -126,6 +129,7 @@ class RegexCounter:
     """Words and punctuation by a regular expression (the fallback; see the module docstring)."""
 
     name = REGEX
+    additive = True
 
     def count(self, text: str) -> int:
         n = 0

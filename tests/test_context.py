@@ -71,6 +71,22 @@ def test_the_default_counter_is_the_embedded_wordpiece_tokenizer_without_special
     assert counter.count("\n".join(texts)) == sum(counter.count_many(texts))
 
 
+_LINE = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"),
+                max_size=160)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_LINE, max_size=8))
+def test_both_counters_are_additive_over_newlines(lines):
+    """What lets a context block be counted as the sum of its lines (context._fit): any
+    text (accents, CJK, emoji, punctuation, words over 100 characters) joined by newlines."""
+    for counter in (_WORDPIECE, RegexCounter()):
+        assert counter.count("\n".join(lines)) == sum(counter.count_many(lines)), counter.name
+
+
+_WORDPIECE = WordPieceCounter()
+
+
 def test_wordpiece_counts_are_kept_per_text_and_stay_exact(monkeypatch):
     import brandmind.tokens as tokens
 

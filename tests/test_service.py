@@ -129,7 +129,8 @@ def test_the_cli_suite_passes_through_the_daemon(tmp_path: Path) -> None:
     env = {**os.environ, "BM_TEST_VIA_DAEMON": "1", "BM_TEST_SERVED_LOG": str(served_log)}
     env.pop("BM_HOME", None)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-n", "0", "-p", "no:randomly", "-p", "no:cacheprovider",
-                           "tests/test_cli.py"], cwd=Path(__file__).parent.parent, env=env,
+                           # (the real model's end-to-end test is about the model: in-process only)
+                           "-m", "not real_embedder", "tests/test_cli.py"], cwd=Path(__file__).parent.parent, env=env,
                           capture_output=True, timeout=900)
     tail = proc.stdout.decode()[-3000:]
     assert proc.returncode == 0, tail
