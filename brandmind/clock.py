@@ -10,6 +10,7 @@ import os
 import threading
 import time
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 from typing import NamedTuple
 
 from .errors import InvalidInput
@@ -131,6 +132,7 @@ def encode_id(prefix: str, ms: int, r: int) -> str:
     return f"{prefix}_{t}{rnd}"
 
 
+@lru_cache(maxsize=16384)  # recall's results convert the same few stamps again and again
 def iso(ms: int | None) -> str | None:
     """Epoch milliseconds as an ISO 8601 UTC string (``None`` stays ``None``)."""
     if ms is None:
