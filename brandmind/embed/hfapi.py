@@ -19,28 +19,26 @@ as is anything else that is not one finite vector per text; every failure is
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..errors import EmbedderUnavailable, InvalidInput, ModelMismatch
-from .base import check_texts
-from .openai_compat import api_key_from_env, as_vectors, normalised
+from ..errors import EmbedderUnavailable, InvalidInput
+from .openai_compat import ServedEmbedder, api_key_from_env
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_BASE_URL = "https://router.huggingface.co/hf-inference"
 TOKEN_VARIABLES = ("BM_HF_TOKEN", "HF_TOKEN")
 
 
-class HFEmbedder:
+class HFEmbedder(ServedEmbedder):
     """Embedder behind the Hugging Face Inference API (name ``hf:<model>``)."""
 
     def __init__(self, model: str = DEFAULT_MODEL, base_url: str | None = None, token: str | None = None,
                  dim: int | None = None, timeout: float = 30, batch_size: int = 32) -> None:
         if not model or not isinstance(model, str):
             raise InvalidInput("the Hugging Face model name is empty", hint=f"e.g. `bm config set hf_model {DEFAULT_MODEL}`")
-        if dim is not None and (not isinstance(dim, int) or dim < 1):
-            raise InvalidInput(f"dim must be a positive integer, not {dim!r}", hint="leave it unset to learn it")
+        self._check_dim(dim)
         self.model = model
         self.name = f"hf:{model}"
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
@@ -50,13 +48,6 @@ class HFEmbedder:
         self.batch_size = max(1, int(batch_size))
         self._dim = dim
         self._client: Any = None
-
-    @property
-    def dim(self) -> int:
-        if self._dim is None:
-            self._request(["dimension probe"])
-        assert self._dim is not None
-        return self._dim
 
     def _hint(self) -> str:
         return (f"check that {self.base_url} is reachable and serves {self.model!r} "
@@ -108,25 +99,4 @@ class HFEmbedder:
             raise EmbedderUnavailable(f"{where} answered token-level vectors, not one vector per text",
                                       hint="use a sentence-embedding model, e.g. "
                                            f"`bm config set hf_model {DEFAULT_MODEL}`")
-        vectors = as_vectors(rows, len(inputs), where, self._hint())
-        if self._dim is None:
-            self._dim = int(vectors.shape[1])
-        elif vectors.shape[1] != self._dim:
-            raise ModelMismatch(f"{self.model!r} returned {vectors.shape[1]}-d vectors, expected {self._dim}",
-                                hint="use the model the store was built with")
-        return normalised(vectors)
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        texts = check_texts(texts)
-        if not texts:
-            return np.empty((0, self._dim or 0), dtype=np.float32)
-        parts = [self._request(texts[i:i + self.batch_size]) for i in range(0, len(texts), self.batch_size)]
-        return np.concatenate(parts, axis=0)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        if not isinstance(text, str):
-            raise InvalidInput(f"a query must be text, not {type(text).__name__}", hint="pass a string")
-        return self._request([text])[0]
-
-    def __repr__(self) -> str:
-        return f"HFEmbedder(model={self.model!r}, base_url={self.base_url!r}, dim={self._dim})"
+        return self._vectors(rows, len(inputs), where)

@@ -55,15 +55,69 @@ def normalised(vectors: np.ndarray) -> np.ndarray:
     return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
 
 
-class OpenAIEmbedder:
+class ServedEmbedder:
+    """What the embedders behind a server share (this module's and ``hfapi``'s): the size
+    learned from the first answer (or given), every answer checked, sized and normalised
+    (``_vectors``), documents sent in batches.  A subclass sets ``model``, ``base_url``,
+    ``batch_size`` and ``_dim`` and implements ``_request(inputs)`` with ``_vectors``."""
+
+    model: str
+    base_url: str
+    batch_size: int
+    _dim: int | None
+
+    @staticmethod
+    def _check_dim(dim: Any) -> None:
+        if dim is not None and (not isinstance(dim, int) or dim < 1):
+            raise InvalidInput(f"dim must be a positive integer, not {dim!r}", hint="leave it unset to learn it")
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self._request(["dimension probe"])  # sets self._dim
+        assert self._dim is not None
+        return self._dim
+
+    def _hint(self) -> str:  # pragma: no cover - each subclass names its own settings
+        raise NotImplementedError
+
+    def _request(self, inputs: list[str]) -> np.ndarray:  # pragma: no cover - see the class doc
+        raise NotImplementedError
+
+    def _vectors(self, rows: Any, count: int, where: str) -> np.ndarray:
+        """``rows`` of an answer for ``count`` texts as unit vectors of the store's size."""
+        vectors = as_vectors(rows, count, where, self._hint())
+        if self._dim is None:
+            self._dim = int(vectors.shape[1])
+        elif vectors.shape[1] != self._dim:
+            raise ModelMismatch(f"{self.model!r} at {self.base_url} returned {vectors.shape[1]}-d vectors, "
+                                f"expected {self._dim}", hint="use the model the store was built with")
+        return normalised(vectors)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        texts = check_texts(texts)
+        if not texts:
+            return np.empty((0, self._dim or 0), dtype=np.float32)
+        parts = [self._request(texts[i:i + self.batch_size]) for i in range(0, len(texts), self.batch_size)]
+        return np.concatenate(parts, axis=0)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        if not isinstance(text, str):
+            raise InvalidInput(f"a query must be text, not {type(text).__name__}", hint="pass a string")
+        return self._request([text])[0]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r}, dim={self._dim})"
+
+
+class OpenAIEmbedder(ServedEmbedder):
     """Embedder behind an OpenAI-compatible ``/embeddings`` endpoint (name ``openai:<model>``)."""
 
     def __init__(self, model: str = DEFAULT_MODEL, base_url: str | None = None, api_key: str | None = None,
                  dim: int | None = None, timeout: float = 30, batch_size: int = 64, max_retries: int = 1) -> None:
         if not model or not isinstance(model, str):
             raise InvalidInput("the embedding model name is empty", hint=f"e.g. `bm config set openai_model {DEFAULT_MODEL}`")
-        if dim is not None and (not isinstance(dim, int) or dim < 1):
-            raise InvalidInput(f"dim must be a positive integer, not {dim!r}", hint="leave it unset to learn it")
+        self._check_dim(dim)
         self.model = model
         self.name = f"openai:{model}"
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
@@ -73,13 +127,6 @@ class OpenAIEmbedder:
         self.max_retries = max_retries
         self._dim = dim
         self._client: Any = None
-
-    @property
-    def dim(self) -> int:
-        if self._dim is None:
-            self._request(["dimension probe"])  # sets self._dim
-        assert self._dim is not None
-        return self._dim
 
     def _hint(self) -> str:
         return (f"check that the endpoint at {self.base_url} is up and serves {self.model!r} "
@@ -121,25 +168,4 @@ class OpenAIEmbedder:
             rows = [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
         except (AttributeError, TypeError) as exc:
             raise EmbedderUnavailable(f"bad answer from {where}: {exc}", hint=self._hint()) from exc
-        vectors = as_vectors(rows, len(inputs), where, self._hint())
-        if self._dim is None:
-            self._dim = int(vectors.shape[1])
-        elif vectors.shape[1] != self._dim:
-            raise ModelMismatch(f"{self.model!r} at {self.base_url} returned {vectors.shape[1]}-d vectors, "
-                                f"expected {self._dim}", hint="use the model the store was built with")
-        return normalised(vectors)
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        texts = check_texts(texts)
-        if not texts:
-            return np.empty((0, self._dim or 0), dtype=np.float32)
-        parts = [self._request(texts[i:i + self.batch_size]) for i in range(0, len(texts), self.batch_size)]
-        return np.concatenate(parts, axis=0)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        if not isinstance(text, str):
-            raise InvalidInput(f"a query must be text, not {type(text).__name__}", hint="pass a string")
-        return self._request([text])[0]
-
-    def __repr__(self) -> str:
-        return f"OpenAIEmbedder(model={self.model!r}, base_url={self.base_url!r}, dim={self._dim})"
+        return self._vectors(rows, len(inputs), where)
