@@ -140,7 +140,7 @@ def test_in_ci_a_skip_fails_unless_its_reason_is_allowed(tmp_path, ci, workers):
 
 # -- each extra alone, in its own fresh venv --------------------------------------------------------
 def _pip_install(py: Path, *requirements: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q",
+    return subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-compile",
                            "--disable-pip-version-check", *requirements],
                           capture_output=True, text=True, timeout=900)
 

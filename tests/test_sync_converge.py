@@ -346,7 +346,7 @@ def run_scenario(n, skews, grains, faults, actions) -> None:
         sim.close()
 
 
-@settings(max_examples=150, deadline=None, derandomize=True,
+@settings(max_examples=100, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(scenarios())
 def test_replicas_converge(scenario):
