@@ -2,7 +2,7 @@
 
 :class:`Location` is config ``workspace = "s3://BUCKET/PREFIX"`` with ``workspace_endpoint_url``,
 ``workspace_region`` and ``workspace_profile``; :func:`make_client` makes a boto3 client as sync
-makes one (sync/s3client.py: the profile's or the usual chain's credentials, path-style
+makes one (brandmind/s3session.py: the profile's or the usual chain's credentials, path-style
 addressing and lenient checksums for custom endpoints), :func:`shared_client` keeps one per
 endpoint and credentials for the process.  :class:`Bucket` sends the requests: every failure
 becomes a BMError (:class:`WorkspaceUnavailable` for what may pass, network, timeouts and 5xx;
@@ -11,12 +11,12 @@ becomes a BMError (:class:`WorkspaceUnavailable` for what may pass, network, tim
 """
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from .errors import BMError, ConfigError
+from .s3session import env_key, s3_client
 
 _CLIENTS: dict[tuple, Any] = {}
 _CLIENTS_LOCK = threading.RLock()
@@ -65,44 +65,24 @@ class Location:
         return f"s3://{self.bucket}/{self.key(rel)}"
 
 
-def _session(profile: str | None) -> Any:
-    """A boto3 session per profile and credentials (the second client of a session costs a
-    fifth of the first)."""
-    import boto3
+def make_client(loc: Location) -> Any:
+    """A boto3 S3 client as sync makes one (brandmind/s3session.py): the profile's or the usual
+    chain's credentials, path-style addressing and lenient checksums for custom endpoints."""
     import botocore.exceptions
 
-    key = ("session", profile, os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_PROFILE"))
-    with _CLIENTS_LOCK:
-        if key not in _CLIENTS:
-            try:
-                _CLIENTS[key] = boto3.session.Session(profile_name=profile) if profile else boto3.session.Session()
-            except botocore.exceptions.ProfileNotFound:
-                raise ConfigError(f"the workspace's AWS profile {profile!r} is not configured",
-                                  hint="add it to ~/.aws/config (`aws configure --profile NAME`) or "
-                                       "`bm config set workspace_profile ''`") from None
-        return _CLIENTS[key]
-
-
-def make_client(loc: Location) -> Any:
-    """A boto3 S3 client as sync makes one (sync/s3client.py): the profile's or the usual
-    chain's credentials, path-style addressing and lenient checksums for custom endpoints."""
-    from botocore.config import Config
-
-    session = _session(loc.profile)
-    options: dict[str, Any] = dict(s3={"addressing_style": "path" if loc.endpoint_url else "auto"},
-                                   retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5,
-                                   read_timeout=60, max_pool_connections=16, user_agent_extra="brandmind-workspace")
-    if loc.endpoint_url:
-        options.update(request_checksum_calculation="when_required", response_checksum_validation="when_required")
-    region = loc.region or session.region_name or ("us-east-1" if loc.endpoint_url else None)
-    return session.client("s3", endpoint_url=loc.endpoint_url, region_name=region, config=Config(**options))
+    try:
+        return s3_client(endpoint_url=loc.endpoint_url, region=loc.region, profile=loc.profile,
+                         agent="brandmind-workspace")
+    except botocore.exceptions.ProfileNotFound:
+        raise ConfigError(f"the workspace's AWS profile {loc.profile!r} is not configured",
+                          hint="add it to ~/.aws/config (`aws configure --profile NAME`) or "
+                               "`bm config set workspace_profile ''`") from None
 
 
 def shared_client(loc: Location) -> Any:
     """One client per endpoint, region and credentials for the process (boto3 clients are
     thread-safe; making one costs 0.1-0.5 s)."""
-    key = ("client", loc.endpoint_url, loc.region, loc.profile, os.environ.get("AWS_ACCESS_KEY_ID"),
-           os.environ.get("AWS_PROFILE"))
+    key = (loc.endpoint_url, loc.region, loc.profile, env_key())
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
     if client is None:

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 from brandmind.clock import CLOCK_HINT, now_millis, span
 from brandmind.errors import BMError, ClockSkew, ConfigError
 from brandmind.oplog import dumps
+from brandmind.s3session import s3_client
 
 from .config import RemoteConfig
 from brandmind.crypto import Keyring
@@ -45,56 +46,21 @@ class Precondition(Exception):
 
 
 def make_client(cfg: RemoteConfig) -> Any:
-    """A boto3 S3 client for the remote: credentials from the remote's config, else its
-    profile, else the usual chain; path-style addressing for custom endpoints."""
+    """A boto3 S3 client for the remote (brandmind/s3session.py): credentials from the remote's
+    config, else its profile, else the usual chain; path-style addressing for custom endpoints."""
     import botocore.exceptions
-    from botocore.config import Config
 
+    creds: dict[str, Any] = {}
+    if cfg.access_key_id and cfg.secret_access_key:
+        creds = {"aws_access_key_id": cfg.access_key_id, "aws_secret_access_key": cfg.secret_access_key}
     try:
-        session = _session(cfg.profile)
+        return s3_client(endpoint_url=cfg.endpoint_url, region=cfg.region, profile=cfg.profile,
+                         agent="brandmind-sync", addressing_style=cfg.addressing_style, credentials=creds,
+                         tcp_keepalive=True)
     except botocore.exceptions.ProfileNotFound:
         raise ConfigError(f"remote {cfg.name!r}: AWS profile {cfg.profile!r} is not configured",
                           hint="add it to ~/.aws/config (`aws configure --profile NAME`) or "
                                f"`bm remote add s3 {cfg.name} --replace` without --profile") from None
-    style = cfg.addressing_style or ("path" if cfg.endpoint_url else "auto")
-    options: dict[str, Any] = dict(
-        s3={"addressing_style": style},
-        retries={"mode": "standard", "max_attempts": 5},
-        connect_timeout=5, read_timeout=60, tcp_keepalive=True,
-        max_pool_connections=16, user_agent_extra="brandmind-sync",
-    )
-    if cfg.endpoint_url:  # S3-compatible servers differ in their support of the newer checksums
-        options.update(request_checksum_calculation="when_required",
-                       response_checksum_validation="when_required")
-    region = cfg.region or session.region_name or ("us-east-1" if cfg.endpoint_url else None)
-    creds: dict[str, Any] = {}
-    if cfg.access_key_id and cfg.secret_access_key:
-        creds = {"aws_access_key_id": cfg.access_key_id, "aws_secret_access_key": cfg.secret_access_key}
-    with _SESSION_LOCK:  # a session makes clients one at a time
-        return session.client("s3", endpoint_url=cfg.endpoint_url, region_name=region,
-                              config=Config(**options), **creds)
-
-
-_SESSIONS: dict[tuple, Any] = {}
-_SESSION_LOCK = threading.Lock()
-
-
-def _session(profile: str | None) -> Any:
-    """One boto3 session per profile and environment in this process: a new session loads
-    the S3 service model again (~0.3 s), and a daemon or a test opens remotes often."""
-    import os
-
-    import boto3
-
-    env = tuple(os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                                            "AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
-                                            "AWS_DEFAULT_REGION", "AWS_REGION"))
-    with _SESSION_LOCK:
-        key = (profile, env)
-        if key not in _SESSIONS:
-            _SESSIONS[key] = boto3.session.Session(profile_name=profile) if profile else boto3.session.Session()
-        return _SESSIONS[key]
-
 
 
 class S3Objects:
