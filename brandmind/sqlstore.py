@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
+from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -29,11 +30,53 @@ from .storage import recallsql as recallindex_schema
 from .storage import workspace as workspace_schema
 
 
-def _vec_table(dim: int) -> str:
-    # user partition + metadata columns let sqlite-vec filter inside the KNN scan
-    return (f"CREATE VIRTUAL TABLE memories_vec USING vec0(user_id text partition key, "
-            f"embedding float[{dim}] distance_metric=cosine, agent_id text, type text, "
+def _vec_table(dim: int, name: str = "memories_vec") -> str:
+    # user partition + metadata columns let sqlite-vec filter inside the KNN scan; the vectors
+    # are int8, one scale per vector (storage/recallsql.py ``quantised``; float before 0017)
+    return (f"CREATE VIRTUAL TABLE {name} USING vec0(user_id text partition key, "
+            f"embedding {recallindex_schema.VEC_TYPE}[{dim}] distance_metric=cosine, agent_id text, type text, "
             f"created_at integer)")
+
+
+VEC_BATCH = 16384  # rows a migration holds in memory at once
+
+
+def _vec_int8(sql: "SQLStore") -> None:
+    """Migration 0017: a float32 ``memories_vec`` (stores made before it) becomes the int8
+    table, streamed through a plain staging table of int8 rows (sqlite-vec cannot rename its
+    tables), ``VEC_BATCH`` rows at a time, inside the migration's transaction."""
+    c = sql.conn
+    (ddl,) = c.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_vec'").fetchone()
+    if "float[" not in ddl.replace(" ", ""):
+        return  # made int8 (a store created since)
+    dim = int(sql.get_meta("embed_dim") or 0)
+    c.execute("CREATE TABLE vec_migrate(rowid INTEGER PRIMARY KEY, user_id TEXT, embedding BLOB, "
+              "agent_id TEXT, type TEXT, created_at INTEGER)")
+    cur = c.cursor().execute("SELECT rowid, user_id, embedding, agent_id, type, created_at FROM memories_vec")
+    while rows := list(islice(cur, VEC_BATCH)):
+        _stage(c, rows, dim)
+    c.execute("DROP TABLE memories_vec")
+    c.execute(_vec_table(dim))
+    last = 0
+    while rows := c.execute("SELECT rowid, user_id, embedding, agent_id, type, created_at FROM vec_migrate "
+                            "WHERE rowid > ? ORDER BY rowid LIMIT ?", (last, VEC_BATCH)).fetchall():
+        c.executemany(VEC_INSERT, rows)
+        last = rows[-1][0]
+    c.execute("DROP TABLE vec_migrate")
+    recallindex_schema.new_epoch(sql)
+
+
+def _stage(c: Any, rows: list[tuple], dim: int) -> None:
+    """Quantise a batch of float32 rows into ``vec_migrate`` (a vector of another size, which
+    no reader would use, is dropped: the memory then has none, as ``bm doctor`` reports)."""
+    import numpy as np
+
+    ok = [r for r in rows if r[2] is not None and len(r[2]) == 4 * dim]
+    if not ok:
+        return
+    q = recallindex_schema.quantise(np.frombuffer(b"".join(r[2] for r in ok), np.float32).reshape(len(ok), dim))
+    c.executemany("INSERT INTO vec_migrate VALUES(?,?,?,?,?,?)",
+                  [(r[0], r[1], v.tobytes(), r[3], r[4], r[5]) for r, v in zip(ok, q)])
 
 
 VEC_INSERT = memories_schema.VEC_INSERT
@@ -122,6 +165,9 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0015_expiry", lambda dim: list(expiry_schema.SCHEMA)),
     # which turns an extractor has read (brandmind/extract/run.py): a re-run does not resend them
     ("0016_extract_state", lambda dim: list(extract_schema.SCHEMA)),
+    # vectors kept as int8, one scale per vector (a quarter of float32; recall@10 against
+    # float32 measured by scripts/bench_speed.py): a float32 table is rewritten in batches
+    ("0017_vec_int8", lambda dim: [_vec_int8]),
 ]
 
 # tables that hold this device's own state, not a projection of the op log
@@ -263,7 +309,7 @@ class SQLStore:
                 if c.execute("SELECT 1 FROM migrations WHERE name=?", (name,)).fetchone():
                     continue  # another process got there first
                 for stmt in make(size):
-                    c.execute(stmt)
+                    stmt(self) if callable(stmt) else c.execute(stmt)
                 if name == "0001_base":
                     c.execute("INSERT INTO meta VALUES('embed_model', ?), ('embed_dim', ?)", (model, str(size)))
                 c.execute("INSERT INTO migrations VALUES(?, datetime('now'))", (name,))
@@ -304,7 +350,8 @@ class SQLStore:
         if vector is None:
             c.execute("INSERT INTO vec_pending(rowid) VALUES(?)", (rowid,))
         else:
-            c.execute(VEC_INSERT, (rowid, m["user"], vector, m.get("agent") or "", m["type"], m["ts"]))
+            c.execute(VEC_INSERT, (rowid, m["user"], recallindex_schema.quantised(vector), m.get("agent") or "",
+                                   m["type"], m["ts"]))
 
     def truncate_wal(self) -> None:
         """Checkpoint and empty the WAL file (it keeps old page images: a forgotten text's
@@ -355,8 +402,8 @@ class SQLStore:
         c.execute("DROP TABLE memories_vec")
         c.execute(_vec_table(dim))
         for row, vec in vectors:
-            c.execute(VEC_INSERT, (row["rowid"], row["user_id"], vec, row["agent_id"] or "",
-                                   row["type"], row["created_at"]))
+            c.execute(VEC_INSERT, (row["rowid"], row["user_id"], recallindex_schema.quantised(vec),
+                                   row["agent_id"] or "", row["type"], row["created_at"]))
         # the memories given a vector here wait no more
         c.execute("DELETE FROM vec_pending WHERE rowid IN (SELECT rowid FROM memories_vec_rowids)")
         self.set_meta("embed_model", model)

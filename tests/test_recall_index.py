@@ -33,7 +33,7 @@ def test_the_code_first_pass_finds_what_an_exact_scan_finds(big, monkeypatch):
     monkeypatch.setattr(recallindex, "FIRST_KEEP", 2)
     ri = big.store.searcher.recall_index()
     m = ri.mask(Filters(user="ann"))
-    vecs = np.asarray(ri.cols["vec"][:ri.n])
+    vecs = ri.cols["vec"][:ri.n] * ri.cols["vscale"][:ri.n, None]  # int8 rows x 1 / their norm
     found = 0
     for q in big.embedder.embed_documents([f"topic {i} colour {i % 11}" for i in range(30)]):
         q = np.asarray(q, np.float32)

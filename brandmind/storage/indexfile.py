@@ -18,20 +18,22 @@ from typing import Any
 import numpy as np
 
 MAGIC = b"BMRIDX01"
-VERSION = 2
+VERSION = 3  # 3: ``vec`` int8 with ``vscale`` (2: float32 vectors)
 CODE_BITS = 2  # sign bits per dimension: the signs of the vector times ``rotation(dim)``
 ALIGN = 4096
-# the small columns: name -> dtype (code and vec are added with the store's dimension)
+# the small columns: name -> dtype (code and vec are added with the store's dimension);
+# ``vscale``: 1 / the norm of the row's int8 vector (its cosine with a unit query is
+# ``vec . q * vscale``)
 COLUMNS = {"rowid": "<i8", "alive": "u1", "has_vec": "u1", "user": "<i4", "agent": "<i4", "type": "<i4",
            "created": "<i8", "valid_from": "<i8", "valid_to": "<i8", "retired": "<i8", "importance": "<f8",
-           "turn": "u1", "episode": "<i8", "speaker": "<i4", "prev": "<i8", "next": "<i8"}
+           "turn": "u1", "episode": "<i8", "speaker": "<i4", "prev": "<i8", "next": "<i8", "vscale": "<f4"}
 
 
 def _layout(cap: int, dim: int) -> tuple[list[tuple[str, str, tuple, int]], int]:
     """(name, dtype, shape, offset) of every array in a file of capacity ``cap``, and its size."""
     words = (CODE_BITS * dim + 63) // 64
     specs = [(name, dt, (cap,)) for name, dt in COLUMNS.items()]
-    specs += [("code", "<u8", (words, cap)), ("vec", "<f4", (cap, dim)), ("rot", "<f4", (dim, CODE_BITS * dim))]
+    specs += [("code", "<u8", (words, cap)), ("vec", "i1", (cap, dim)), ("rot", "<f4", (dim, CODE_BITS * dim))]
     out, pos = [], ALIGN
     for name, dt, shape in specs:
         out.append((name, dt, shape, pos))
@@ -186,7 +188,7 @@ def scrub(path: Path, rowids: list[int]) -> int:
             want = np.asarray(sorted(rowids), np.int64)
             pos = np.minimum(np.searchsorted(have, want), max(len(have) - 1, 0))
             pos = pos[have[pos] == want] if len(have) else pos[:0]
-            for name in ("vec", "alive", "has_vec"):
+            for name in ("vec", "vscale", "alive", "has_vec"):
                 cols[name][pos] = 0
             cols["code"][:, pos] = 0
             buf.flush()

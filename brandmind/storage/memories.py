@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..clock import iso
-from .recallsql import vectors_of
+from .recallsql import dequantised, quantised, vectors_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sqlstore import SQLStore
@@ -176,8 +176,10 @@ def current_of_user(sql: "SQLStore", user: str, now: int) -> list[dict]:
 
 
 def user_vectors(sql: "SQLStore", user: str) -> Iterator[tuple[int, bytes]]:
-    """``(rowid, embedding)`` of every vector of ``user``."""
-    return sql.conn.execute("SELECT rowid, embedding FROM memories_vec WHERE user_id = ?", (user,))
+    """``(rowid, float32 unit vector bytes)`` of every vector of ``user`` (stored as int8:
+    storage/recallsql.py ``dequantised``)."""
+    for rowid, raw in sql.conn.execute("SELECT rowid, embedding FROM memories_vec WHERE user_id = ?", (user,)):
+        yield rowid, dequantised(raw)
 
 
 # -- the vectors a rebuild takes from the projection it replaces (brandmind/admin.py) -------------
@@ -212,8 +214,9 @@ def vector_of_text(sql: "SQLStore", rowid: int, text: str) -> bytes | None:
 
 
 # -- vectors made later (brandmind/backlog.py) ---------------------------------------------------
+# the vector parameter is int8 bytes (``quantised(float32 bytes)``: storage/recallsql.py)
 VEC_INSERT = ("INSERT INTO memories_vec(rowid, user_id, embedding, agent_id, type, created_at) "
-              "VALUES(?,?,?,?,?,?)")
+              "VALUES(?,?,vec_int8(?),?,?,?)")
 
 # A memory stored while vectors are deferred (``Store.deferring_vectors``) has its row and its
 # keywords at once and a ``vec_pending`` row until the backlog embeds it (deleting that row
@@ -261,7 +264,7 @@ def fill_vectors(sql: "SQLStore", items: list[tuple[int, str, bytes]]) -> list[i
                         "JOIN memories m ON m.rowid = p.rowid WHERE p.rowid = ?", (rowid,)).fetchone()
         if row is None or row[0] != text:
             continue
-        c.execute(VEC_INSERT, (rowid, row[1], vec, row[2] or "", row[3], row[4]))
+        c.execute(VEC_INSERT, (rowid, row[1], quantised(vec), row[2] or "", row[3], row[4]))
         c.execute("DELETE FROM vec_pending WHERE rowid = ?", (rowid,))
         done.append(rowid)
     return done

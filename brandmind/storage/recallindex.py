@@ -8,8 +8,10 @@ file is rewritten):
 * ``code``: the signs of the vector times the file's random rotation (``rot``, 2 bits a
   dimension: storage/indexfile.py ``rotation``), column-major (one uint64 column per 64
   bits): the first pass of a vector search is a Hamming scan, ~10x cheaper per row than a
-  float32 dot product; the nearest codes are then rescored exactly with ``vec``;
-* ``vec``: the float32 vector (read only for the rows rescored);
+  float32 dot product; the nearest codes are then rescored with ``vec``;
+* ``vec``: the int8 vector as SQLite keeps it (one scale per vector: storage/recallsql.py
+  ``quantise``) and ``vscale``, 1 / its norm, so a row's cosine with a unit query is
+  ``vec . q * vscale`` (read only for the rows rescored);
 * the filter and ranking columns: user, agent, type (codes into small dictionaries),
   created_at, valid_from / valid_to / retired_at (bi-temporal validity), importance,
   whether the memory is a conversation turn, its episode (a 64-bit key) and speaker, and
@@ -43,7 +45,7 @@ from ..clock import now_millis
 from .expiry import expired_rowids
 from .indexfile import COLUMNS, IndexFile, hamming, remove_abandoned, rotation, scrub, signs, smallest
 from .recallsql import (ReadSnapshot, all_rows, all_vectors, changed_rowids, epoch, episode_key, last_change,
-                        memory_total, neighbours_of, rows_after, rows_of, turn_order, vectors_of)
+                        memory_total, neighbours_of, rows_after, rows_of, stored_vectors_of, turn_order)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sqlstore import SQLStore
@@ -261,17 +263,21 @@ class RecallIndex:
         cols["next"][pos] = -1
 
     @staticmethod
-    def _put_vectors(cols: dict, rowids: np.ndarray, items: list[tuple[int, bytes]]) -> None:  # noqa: D401
+    def _put_vectors(cols: dict, rowids: np.ndarray, items: list[tuple[int, bytes]]) -> None:
+        """Set the vectors ``(rowid, int8 bytes as SQLite keeps them)``, their scales and codes."""
         if not items:
             return
         want = np.fromiter((r for r, _ in items), np.int64, len(items))
         pos = np.searchsorted(rowids, want)
         ok = (pos < len(rowids)) & (rowids[np.minimum(pos, len(rowids) - 1)] == want)
         dim = cols["vec"].shape[1]
-        vecs = np.frombuffer(b"".join(b for _, b in items), np.float32).reshape(len(items), dim)[ok]
+        vecs = np.frombuffer(b"".join(b for _, b in items), np.int8).reshape(len(items), dim)[ok]
         pos = pos[ok]
+        wide = vecs.astype(np.float32)
+        norm = np.linalg.norm(wide, axis=1)
         cols["vec"][pos] = vecs
-        cols["code"][:, pos] = signs(vecs, cols["rot"])
+        cols["vscale"][pos] = np.divide(1.0, norm, out=np.zeros_like(norm), where=norm > 0)
+        cols["code"][:, pos] = signs(wide, cols["rot"])
         cols["has_vec"][pos] = 1
 
     @staticmethod
@@ -320,7 +326,7 @@ class RecallIndex:
             changed = [r for r in changed if r not in seen]
             rows = new + rows_of(sql, changed)
             present = [r[0] for r in rows]
-            vectors = vectors_of(sql, present)
+            vectors = stored_vectors_of(sql, present)
             links = neighbours_of(sql, present)
         gone = set(changed) - set(present)
         return self._apply(rows, vectors, links, changed, gone, hi)
@@ -359,6 +365,7 @@ class RecallIndex:
         old = old[old >= 0]
         self.cols["alive"][old] = 0
         self.cols["vec"][old] = 0
+        self.cols["vscale"][old] = 0
         self.cols["code"][:, old] = 0
         if gone and self.path is not None:
             scrub(self.path, sorted(gone))  # a forgotten memory's vector leaves the file too
@@ -485,8 +492,8 @@ class RecallIndex:
         rowid) and their cosines.  Past ``EXACT_MAX`` rows, a first pass on the sign codes:
         the Hamming distance on the first ``FIRST_BITS`` of the bits over every row, on all the bits
         for the nearest ``FIRST_KEEP`` x ``rescore`` of those, then the ``rescore`` nearest
-        codes are scored exactly (by default 1,000, or one in ``RESCORE_SHARE`` rows up to
-        4,000: recall@10 against an exact scan measured by scripts/bench_speed.py)."""
+        codes are scored on the int8 vectors (by default 1,000, or one in ``RESCORE_SHARE`` rows
+        up to 4,000: recall@10 against an exact float32 scan measured by scripts/bench_speed.py)."""
         cols, n = self.cols, self.n
         ok = m & (cols["has_vec"][:n] == 1)
         count = int(np.count_nonzero(ok))
@@ -505,13 +512,11 @@ class RecallIndex:
             first = smallest(dist, min(count, FIRST_KEEP * rescore))
             dist = dist[first] + hamming(code[half:, first], qcode[half:], len(first))
             idx = first[np.sort(np.argpartition(dist, rescore - 1)[:rescore])]
-            sims = np.einsum("ij,j->i", cols["vec"][idx], q)
         elif count == n:
             idx = np.arange(n)
-            sims = np.einsum("ij,j->i", cols["vec"][:n], q)
         else:
             idx = np.flatnonzero(ok)
-            sims = np.einsum("ij,j->i", cols["vec"][idx], q)
+        sims = self._sims(slice(0, n) if count == n else idx, q)
         k = min(k, len(idx))
         top = np.argpartition(-sims, k - 1)[:k]
         top = top[np.lexsort((idx[top], -sims[top]))]
@@ -521,5 +526,9 @@ class RecallIndex:
         """Cosines of the rows at ``pos`` (0 for those without a vector yet)."""
         if not len(pos):
             return np.zeros(0, np.float32)
-        sims = np.einsum("ij,j->i", self.cols["vec"][pos], q)
-        return np.where(self.cols["has_vec"][pos] == 1, sims, 0.0).astype(np.float32)
+        return np.where(self.cols["has_vec"][pos] == 1, self._sims(pos, q), 0.0).astype(np.float32)
+
+    def _sims(self, pos: Any, q: np.ndarray) -> np.ndarray:
+        """Cosines of the int8 rows at ``pos`` (positions or a slice) with the unit query ``q``
+        (einsum upcasts the int8 rows as it goes: as cheap per row as a float32 einsum)."""
+        return np.einsum("ij,j->i", self.cols["vec"][pos], np.asarray(q, np.float32)) * self.cols["vscale"][pos]

@@ -61,14 +61,62 @@ def rows_of(sql: "SQLStore", rowids: list[int]) -> list[tuple]:
     return out
 
 
-def vectors_of(sql: "SQLStore", rowids: list[int], chunk: int = 900) -> list[tuple[int, bytes]]:
-    """``(rowid, embedding)`` of those rowids that have a vector, ``chunk`` rowids a query."""
+# -- the stored vectors: int8, one scale per vector --------------------------------------------
+# ``memories_vec.embedding`` is ``int8[dim]`` (migration 0017): each vector times 127 / its
+# largest |component|, rounded.  Writers hand float32 bytes to :func:`quantised`; readers other
+# than the recall index get float32 unit vectors back from :func:`dequantised` (every embedder
+# returns unit vectors and every use is a cosine, so the scale is not kept).  Quantising a
+# dequantised vector gives the same bytes again (``bm rebuild`` takes vectors from the old index).
+VEC_TYPE = "int8"
+
+
+def quantise(vectors: Any) -> Any:
+    """Rows of float32 ``vectors`` as int8 rows (per row: x 127 / max|v|, rounded; a zero
+    row stays zero)."""
+    import numpy as np
+
+    v = np.atleast_2d(np.asarray(vectors, np.float32))
+    top = np.abs(v).max(axis=1, keepdims=True) if v.size else np.ones((len(v), 1), np.float32)
+    scale = np.divide(np.float32(127), top, out=np.zeros_like(top), where=top > 0)
+    return np.clip(np.rint(v * scale), -127, 127).astype(np.int8)
+
+
+def quantised(vector: bytes) -> bytes:
+    """float32 bytes -> the int8 bytes ``memories_vec`` keeps (:func:`quantise`)."""
+    import numpy as np
+
+    return quantise(np.frombuffer(vector, np.float32)).tobytes()
+
+
+def dequantise(stored: Any) -> Any:
+    """int8 rows -> float32 unit rows (a zero row stays zero)."""
+    import numpy as np
+
+    v = np.atleast_2d(np.asarray(stored, np.int8)).astype(np.float32)
+    norm = np.linalg.norm(v, axis=1, keepdims=True)
+    return np.divide(v, norm, out=np.zeros_like(v), where=norm > 0)
+
+
+def dequantised(stored: bytes) -> bytes:
+    """The int8 bytes of ``memories_vec`` -> float32 bytes of a unit vector."""
+    import numpy as np
+
+    return dequantise(np.frombuffer(stored, np.int8)).tobytes()
+
+
+def stored_vectors_of(sql: "SQLStore", rowids: list[int], chunk: int = 900) -> list[tuple[int, bytes]]:
+    """``(rowid, int8 bytes)`` of those rowids that have a vector, ``chunk`` rowids a query."""
     out: list[tuple[int, bytes]] = []
     for i in range(0, len(rowids), chunk):
         part = rowids[i:i + chunk]
         out += sql.conn.execute(f"SELECT rowid, embedding FROM memories_vec WHERE rowid IN "
                                 f"({','.join('?' * len(part))})", part).fetchall()
     return out
+
+
+def vectors_of(sql: "SQLStore", rowids: list[int], chunk: int = 900) -> list[tuple[int, bytes]]:
+    """``(rowid, float32 unit vector bytes)`` of those rowids that have a vector."""
+    return [(rowid, dequantised(raw)) for rowid, raw in stored_vectors_of(sql, rowids, chunk)]
 
 
 def neighbours_of(sql: "SQLStore", rowids: list[int]) -> list[tuple[int, int | None, int | None]]:
@@ -94,6 +142,7 @@ def all_rows(sql: "SQLStore") -> Any:
 
 
 def all_vectors(sql: "SQLStore") -> Any:
+    """``(rowid, int8 bytes)`` of every stored vector (what the recall index keeps as is)."""
     return sql.conn.execute("SELECT rowid, embedding FROM memories_vec")
 
 

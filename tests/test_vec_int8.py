@@ -1,0 +1,100 @@
+"""Vectors kept once, as int8 (issue 15): quantising is per vector and idempotent, a store
+made with float32 vectors (before migration 0017) is rewritten in batches and keeps
+finding what it found, and ``bm rebuild`` keeps the same bytes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from brandmind import sqlstore
+from brandmind.memory import Memory
+from brandmind.storage.recallsql import dequantise, dequantised, quantise, quantised
+
+TEXTS = [f"note {i}: the {w} in the {p} is {c}" for i, (w, p, c) in enumerate(
+    (w, p, c) for w in ("kettle", "lamp", "ladder", "violin", "bicycle")
+    for p in ("shed", "attic", "hall", "garden") for c in ("red", "blue", "old"))]
+
+
+def test_quantising_is_per_vector_and_a_dequantised_vector_quantises_to_the_same_bytes():
+    rng = np.random.default_rng(7)
+    v = rng.standard_normal((200, 384)).astype(np.float32)
+    v[:50] *= 1e-3  # small vectors use the whole int8 range too: the scale is per vector
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    q = quantise(v)
+    assert q.dtype == np.int8 and (np.abs(q).max(axis=1) == 127).all()
+    back = dequantise(q)
+    assert np.allclose(np.linalg.norm(back, axis=1), 1, atol=1e-5)
+    assert (np.einsum("ij,ij->i", back, v) > 0.999).all()  # the direction survives
+    assert np.array_equal(quantise(back), q)  # again: the same bytes
+    for row in (v[0], np.zeros(384, np.float32)):
+        raw = quantised(row.tobytes())
+        assert len(raw) == 384 and quantised(dequantised(raw)) == raw
+    assert quantised(np.zeros(384, np.float32).tobytes()) == bytes(384)
+
+
+def _make_float32(mem: Memory, vectors: dict[int, bytes]) -> None:
+    """Turn the store's vector table back into what stores made before 0017 hold: float32
+    vectors (``vectors``: rowid -> float32 bytes) and no record of the migration."""
+    c, dim = mem.sql.conn, mem.sql.dim
+    rows = c.execute("SELECT rowid, user_id, agent_id, type, created_at FROM memories_vec").fetchall()
+    with mem.sql.write():
+        c.execute("DROP TABLE memories_vec")
+        c.execute(f"CREATE VIRTUAL TABLE memories_vec USING vec0(user_id text partition key, "
+                  f"embedding float[{dim}] distance_metric=cosine, agent_id text, type text, created_at integer)")
+        c.executemany("INSERT INTO memories_vec(rowid, user_id, embedding, agent_id, type, created_at) "
+                      "VALUES(?,?,?,?,?,?)", [(r[0], r[1], vectors[r[0]], *r[2:]) for r in rows])
+        c.execute("DELETE FROM migrations WHERE name = '0017_vec_int8'")
+
+
+def test_a_float32_store_is_migrated_in_batches_and_finds_what_it_found(store, monkeypatch):
+    with Memory() as mem:
+        for i, t in enumerate(TEXTS):
+            mem.remember(t, user="ann" if i % 4 else "bo", agent="a1" if i % 5 == 0 else None)
+        mem.forget(mem.recall("violin attic blue", user="ann", k=1)[0]["id"])
+        texts = dict(mem.sql.conn.execute("SELECT rowid, text FROM memories").fetchall())
+        floats = {r: np.asarray(mem.embedder.embed_documents([t])[0], np.float32).tobytes() for r, t in texts.items()}
+        _make_float32(mem, floats)
+        assert "float[384]" in mem.sql.conn.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'memories_vec'").fetchone()[0]
+        questions = ["which kettle is in the shed", "the old ladder in the hall", "a red bicycle in the garden"]
+        before = {q: [h["id"] for h in mem.recall(q, user="ann", k=3)] for q in questions}
+    monkeypatch.setattr(sqlstore, "VEC_BATCH", 7)  # several batches
+    with Memory() as mem:
+        c = mem.sql.conn
+        assert "int8[384]" in c.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_vec'").fetchone()[0]
+        assert c.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_migrate'").fetchone() is None
+        stored = dict(c.execute("SELECT rowid, embedding FROM memories_vec").fetchall())
+        assert stored == {r: quantised(b) for r, b in floats.items()}  # every vector, quantised
+        assert c.execute("SELECT count(*) FROM memories_vec WHERE user_id = 'bo' AND agent_id = 'a1'"
+                         ).fetchone()[0] == sum(1 for i in range(len(TEXTS)) if i % 4 == 0 and i % 5 == 0)
+        assert {q: [h["id"] for h in mem.recall(q, user="ann", k=3)] for q in questions} == before
+        assert all(d["ok"] for d in mem.admin.doctor() if d["check"] in ("memory index", "recall index"))
+        mem.remember("the brass trumpet is in the cellar", user="ann")  # written as int8 from now on
+        assert mem.recall("brass trumpet cellar", user="ann", k=1)[0]["text"] == "the brass trumpet is in the cellar"
+
+
+def test_rebuild_keeps_the_same_int8_bytes(store):
+    with Memory() as mem:
+        for t in TEXTS[:20]:
+            mem.remember(t)
+        read = "SELECT m.id, v.embedding FROM memories_vec v JOIN memories m ON m.rowid = v.rowid"
+        before = dict(mem.sql.conn.execute(read).fetchall())
+        assert len(before) == 20 and all(len(b) == 384 for b in before.values())
+        mem.admin.rebuild()
+        assert dict(mem.sql.conn.execute(read).fetchall()) == before
+
+
+@pytest.mark.parametrize("reader", ["user_vectors", "vectors_of"])
+def test_readers_get_float32_unit_vectors(store, reader):
+    from brandmind.storage import memories, recallsql
+
+    with Memory() as mem:
+        m = mem.remember("the kettle is in the shed")
+        want = np.asarray(mem.embedder.embed_documents([m["text"]])[0], np.float32)
+        rowid = mem.sql.conn.execute("SELECT rowid FROM memories WHERE id = ?", (m["id"],)).fetchone()[0]
+        got = (list(memories.user_vectors(mem.sql, mem.store.user(None))) if reader == "user_vectors"
+               else recallsql.vectors_of(mem.sql, [rowid]))
+        (r, raw), = got
+        v = np.frombuffer(raw, np.float32)
+        assert r == rowid and len(v) == mem.sql.dim
+        assert abs(np.linalg.norm(v) - 1) < 1e-5 and float(v @ want) > 0.999
