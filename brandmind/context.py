@@ -16,8 +16,9 @@ refresh before it reads, see brandmind/workspace.py).
 Choosing what fits
 ------------------
 Every candidate is rendered on its own (a line of the text block, or a JSON
-object) and its tokens counted with the documented counter (brandmind/tokens.py).
-Each has a value:
+object) and its tokens counted with the documented counter (brandmind/tokens.py) when
+it is considered; one whose words alone (a lower bound: no token spans whitespace)
+no longer fit what is left is skipped uncounted.  Each has a value:
 
 * core and shared blocks: they go in while they fit, in their order;
 * memories: recall's fused score divided by the best score (1.0 for the top hit;
@@ -124,6 +125,7 @@ BEAD_DECAY = 0.85      # value of the i-th newest bead: BEAD_DECAY ** i
 RECENT_KEEP = 4        # the newest beads that go in right after recall's top memories;
 RECENT_VALUE = 0.25    # older ones compete with further memories at this share of that value
 MIN_COST = 8           # tokens below this count as this when ranking by value per token
+COUNT_BATCH = 24       # candidates counted per tokenizer call while filling (_fill)
 CORE_VALUE = 1e9
 # priority tiers, filled in this order: core 0, shared 1, then
 TIER_TOP, TIER_RECENT, TIER_REST = 2, 3, 4  # recall's top; the newest turns; everything else
@@ -175,7 +177,7 @@ def build_context(store: "Store", query: str | bytes, *, recall: Recall | None =
     user_name = store.user(user)
 
     items: list[_Item] = _block_items(store, user_name, agent)
-    recall = recall or partial(query_mod.recall, store)
+    recall = recall or partial(query_mod.recall, store, explain=False)  # the block shows no signals
     k = max(RECALL_K, min(MAX_RECALL_K, limit // TOKENS_PER_RECALLED))
     memories = recall(query, k=k, user=user_name, agent=agent, now=now, as_of=as_of)
     cutoff = min((t for t in (now_ms, as_of_ms) if t is not None), default=None)
@@ -223,39 +225,61 @@ def _check_args(budget: Any, format: str, recent: Any, margin: Any) -> tuple[int
 
 
 def _measure(items: list[_Item], format: str, counter: TokenCounter) -> tuple[dict[str, int], dict[str, int]]:
-    """Render every candidate (``line``) and count its tokens; returns each section
-    header's cost and each memory day header's (text only)."""
+    """Render every candidate (``line``); returns each section header's cost and each memory
+    day header's (text only).  Candidates are counted later, and only those that may fit
+    (``_count``): most of recall's ~125 never could, and counting is the block's main cost."""
     for it in items:
         it.line = _text_line(it) if format == "text" else json.dumps(it.obj, ensure_ascii=False,
                                                                      separators=(",", ":"))
+        it.tokens = -1  # not counted yet
     header_texts = {s: (HEADERS[s] if format == "text" else json.dumps(s) + ":[]") for s in SECTIONS}
     groups = sorted({it.group for it in items if it.group})
-    counts = counter.count_many([it.line for it in items] + [header_texts[s] for s in SECTIONS]
-                                + [_day_line(g) for g in groups])
-    for it, n in zip(items, counts):
-        # json: one comma joins it to its neighbour (counted even when it is the first: an overestimate)
-        it.tokens = n + (1 if format == "json" else 0)
-    header_cost = dict(zip(SECTIONS, counts[len(items):len(items) + len(SECTIONS)]))
+    counts = counter.count_many([header_texts[s] for s in SECTIONS] + [_day_line(g) for g in groups])
+    header_cost = dict(zip(SECTIONS, counts[:len(SECTIONS)]))
     if format == "json":  # the braces and the comma between sections
         header_cost = {s: n + 1 for s, n in header_cost.items()}
-    return header_cost, dict(zip(groups, counts[len(items) + len(SECTIONS):]))
+    return header_cost, dict(zip(groups, counts[len(SECTIONS):]))
+
+
+def _count(items: list[_Item], format: str, counter: TokenCounter) -> None:
+    """Count the candidates of ``items`` not yet counted, in one batch."""
+    todo = [it for it in items if it.tokens < 0]
+    # json: one comma joins it to its neighbour (counted even when it is the first: an overestimate)
+    for it, n in zip(todo, counter.count_many([it.line for it in todo])):
+        it.tokens = n + (1 if format == "json" else 0)
+
+
+def _at_least(it: _Item) -> int:
+    """A lower bound of ``it``'s tokens without counting: no token spans whitespace and every
+    word is at least one (true of both of bm's counters; a counter for which it is not only
+    makes a candidate be skipped that might have fitted, never a block over its limit)."""
+    return it.tokens if it.tokens >= 0 else len(it.line.split())
 
 
 def _fill(order: list[_Item], header_cost: dict[str, int], group_cost: dict[str, int],
-          limit: int) -> list[_Item]:
+          limit: int, format: str, counter: TokenCounter) -> list[_Item]:
     """The candidates of ``order`` taken greedily while they (and their section's header,
     for the first of a section, and their day's header line, for the first of a day) fit
-    in ``limit`` tokens."""
+    in ``limit`` tokens.  Counted a batch at a time, and only those that could still fit."""
     picked: list[_Item] = []
     used, opened = 0, set()
-    for it in order:
-        cost = it.tokens + (0 if it.section in opened else header_cost[it.section])
+
+    def cost(it: _Item, tokens: int) -> int:
+        extra = 0 if it.section in opened else header_cost[it.section]
         if it.group and it.group not in opened:
-            cost += group_cost[it.group]
-        if used + cost <= limit:
-            picked.append(it)
-            used += cost
-            opened.update((it.section, it.group))
+            extra += group_cost[it.group]
+        return tokens + extra
+
+    for start in range(0, len(order), COUNT_BATCH):
+        batch = order[start:start + COUNT_BATCH]
+        _count([it for it in batch if used + cost(it, _at_least(it)) <= limit], format, counter)
+        for it in batch:
+            if it.tokens < 0 and used + cost(it, _at_least(it)) <= limit:  # a header opened since
+                _count([it], format, counter)
+            if it.tokens >= 0 and used + cost(it, it.tokens) <= limit:
+                used += cost(it, it.tokens)
+                picked.append(it)
+                opened.update((it.section, it.group))
     return picked
 
 
@@ -270,10 +294,11 @@ def _choose(items: list[_Item], header_cost: dict[str, int], group_cost: dict[st
     truncated = []
     if order:
         lead = order[0]
+        _count([lead], format, counter)
         room = limit - header_cost[lead.section] - group_cost.get(lead.group, 0)
         if lead.tokens > room and _truncate(lead, room, counter, format):
             truncated.append(lead.key)
-    return _fill(order, header_cost, group_cost, limit), truncated
+    return _fill(order, header_cost, group_cost, limit, format, counter), truncated
 
 
 def _fit(chosen: list[_Item], format: str, counter: TokenCounter, limit: int,

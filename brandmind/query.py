@@ -62,8 +62,9 @@ def filters(store: "Store", *, user: str | None, agent: str | None, types: Itera
 def recall(store: "Store", query: str | bytes, *, k: int | None = None, user: str | None = None,
            agent: str | None = None, types: Iterable[str] = (), since: str | int | None = None,
            until: str | int | None = None, now: str | int | None = None,
-           as_of: str | int | None = None) -> list[dict]:
-    """The memories that best answer ``query``, best first (see the module docstring)."""
+           as_of: str | int | None = None, explain: bool = True) -> list[dict]:
+    """The memories that best answer ``query``, best first (see the module docstring); each
+    with the ``signals`` that put it there unless ``explain`` is False (``bm context``)."""
     import numpy as np
 
     query = validate.text(query, what="query")
@@ -75,7 +76,7 @@ def recall(store: "Store", query: str | bytes, *, k: int | None = None, user: st
         raise ModelMismatch(f"query vector is {qvec.shape[-1]}-d, the store's are {store.sql.dim}-d",
                             hint="run `bm reindex`")
     base = Query(query, qvec, f, k or 10, weights,
-                 tuple(find_windows(query, f.now)), f.now)
+                 tuple(find_windows(query, f.now)), f.now, explain)
     hits = searcher(store).search(base) if f.agent is None else _scopes(store, base, k)
     rows = rows_by_rowid(store.sql, [h["rowid"] for h in hits])
     out = []
@@ -84,7 +85,8 @@ def recall(store: "Store", query: str | bytes, *, k: int | None = None, user: st
         if row is not None:
             item = memory_out(row)
             item["score"] = round(h["score"], 6)
-            item["signals"] = h["signals"]
+            if explain:
+                item["signals"] = h["signals"]
             out.append(item)
     if weights.access:  # counted only while the signal is on: reads write nothing by default
         store.searcher.note_access([item["id"] for item in out], clock.now_millis())

@@ -53,7 +53,8 @@ from .storage.search import STOPWORDS, Filters, SearchIndex, keyword_query, quer
 __all__ = ["Searcher", "Query", "Filters", "SearchIndex", "Weights", "STOPWORDS", "keyword_query",
            "query_words", "searcher"]
 
-POOL = 200             # candidates taken from each of the vector and keyword signals
+POOL = 200             # candidates taken from each of the vector and keyword signals,
+POOL_PER_K = 4         # or this many per memory asked for, when that is more
 GRAPH_SEEDS = 10       # the best candidates whose graph neighbourhood is explored
 GRAPH_HOPS = 2
 NEIGHBOUR_SEEDS = 100  # the best candidates whose neighbouring turns join the pool
@@ -69,6 +70,7 @@ class Query:
     weights: Weights = field(default_factory=Weights)
     windows: tuple = ()        # timewords.Window: time ranges the query names
     now: int = 0
+    explain: bool = True       # each result's signals (what put it there); off for bm context
 
 
 class Searcher:
@@ -101,7 +103,7 @@ class Searcher:
         """The first candidates (vector, keyword, newest / most important); returns the
         pool, the position of each entry, and what base scores need."""
         f, w = q.filters, q.weights
-        n = max(POOL, 4 * q.k)
+        n = max(POOL, POOL_PER_K * q.k)
 
         def passing(rowids: list[int]) -> set[int]:
             at = ri.positions(rowids)
@@ -268,7 +270,7 @@ class Searcher:
         if q.weights.access:  # how often recall returned each one (device-local counts)
             hits, last = self.index.access(p.cols["rowid"].tolist())
             scoring.add_access(p, scoring.access_bonus(q.weights, hits, last, clock.now_millis()))
-        return scoring.rank(p, signals, q.k, lambda rowids: search.texts_of(self.sql, rowids))
+        return scoring.rank(p, signals, q.k, lambda rowids: search.texts_of(self.sql, rowids), explain=q.explain)
 
 
 def searcher(store: object) -> Searcher:

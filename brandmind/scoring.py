@@ -192,10 +192,12 @@ def add_graph(p: Pool, reached: dict[int, tuple[float, dict]]) -> None:
         p.via[i] = via
 
 
-def rank(p: Pool, s: Signals, k: int, texts: Callable[[list[int]], dict[int, str]]) -> list[dict]:
+def rank(p: Pool, s: Signals, k: int, texts: Callable[[list[int]], dict[int, str]],
+         explain: bool = True) -> list[dict]:
     """The pool (base scores set, ``prev``/``next`` linked) ranked: context and episode
     scores, best first (ties: lower rowid), deduplicated by text (case and spacing ignored;
-    ``texts`` gives the texts of rowids), cut to ``k``: ``[{"rowid", "score", "signals"}]``."""
+    ``texts`` gives the texts of rowids), cut to ``k``: ``[{"rowid", "score", "signals"}]``
+    (``signals`` only when ``explain``)."""
     w, c = s.weights, p.cols
     if not len(p):
         return []
@@ -234,9 +236,11 @@ def rank(p: Pool, s: Signals, k: int, texts: Callable[[list[int]], dict[int, str
             if norm in seen:
                 continue
             seen.add(norm)
-            out.append({"rowid": rowid, "score": float(score[j]),
-                        "signals": shown(_signals(p, s, int(j), float(neighbor[j]), float(episode[j]),
-                                                  float(dated[j])))})
+            hit: dict = {"rowid": rowid, "score": float(score[j])}
+            if explain:
+                hit["signals"] = shown(_signals(p, s, int(j), float(neighbor[j]), float(episode[j]),
+                                                float(dated[j])))
+            out.append(hit)
             if len(out) >= k:
                 return out
     return out

@@ -147,6 +147,41 @@ def test_the_budget_is_never_exceeded_for_any_budget(ann):
         assert used == sorted(used) and used[0] > 0
 
 
+class Spy:
+    """The default counter, noting every text it is asked to count."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.additive, self.seen = inner, inner.name, inner.additive, []
+
+    def count(self, text):
+        return self.count_many([text])[0]
+
+    def count_many(self, texts):
+        self.seen += texts
+        return self.inner.count_many(texts)
+
+
+def test_only_candidates_that_may_fit_are_counted_and_the_block_is_the_same(ann, monkeypatch):
+    """Lines whose words alone no longer fit are skipped uncounted: the same block as counting
+    every candidate first, for a fraction of the counting."""
+    from brandmind import context as ctx
+    from brandmind.context import build_context
+
+    with Memory() as mem:
+        for budget in range(30, 1200, 31):
+            for fmt in ("text", "json") if budget % 3 == 0 else ("text",):
+                lazy, eager = Spy(get_counter()), Spy(get_counter())
+                got = build_context(mem.store, QUESTION, budget=budget, user="ann", format=fmt, counter=lazy)
+                with monkeypatch.context() as m:
+                    m.setattr(ctx, "_at_least", lambda it: -10**9)  # every candidate counted
+                    want = build_context(mem.store, QUESTION, budget=budget, user="ann", format=fmt, counter=eager)
+                assert got == want
+                check_result(got, budget)
+                if fmt == "text" and budget <= 600:  # (compact JSON has few spaces: a weak bound)
+                    assert len(lazy.seen) < len(eager.seen) * (0.75 if budget < 200 else 0.95), \
+                        (budget, len(lazy.seen), len(eager.seen))
+
+
 @pytest.mark.parametrize("budget", [1, 2, 3, 4])
 def test_a_budget_smaller_than_a_header_gives_an_empty_block(ann, budget):
     with Memory() as mem:
@@ -379,3 +414,14 @@ def test_cli_without_a_store_gives_an_empty_block_and_a_note(bm, bm_home):
     res = bm("context", "where?")  # an agent loop's first turn, before anything was stored
     assert res.code == 0 and res.out == "" and "no bm store" in res.err and "bm ingest" in res.err, res
     assert not (bm_home / "data").exists()
+
+
+def test_the_block_asks_recall_for_no_signals_and_gets_the_same_ranking(ann):
+    from brandmind import query
+
+    with Memory() as mem:
+        full = query.recall(mem.store, QUESTION, k=40, user="ann")
+        lean = query.recall(mem.store, QUESTION, k=40, user="ann", explain=False)
+    assert [(m["id"], m["score"]) for m in lean] == [(m["id"], m["score"]) for m in full]
+    assert all("signals" in m for m in full) and not any("signals" in m for m in lean)
+    assert [{k: v for k, v in m.items() if k != "signals"} for m in full] == lean
