@@ -52,7 +52,7 @@ def ensure_daemon() -> None:
             daemon_status(home)
             break
         except NoDaemon:
-            assert proc.poll() is None, proc.stderr.read().decode()
+            assert proc.poll() is None, proc.stderr_text()
             assert time.monotonic() < deadline, "the daemon did not answer within 60 s"
             time.sleep(0.02)
     _DAEMONS[home] = proc
