@@ -13,11 +13,15 @@ Measures, on this machine:
               LoCoMo questions (never repeated: a query cache would flatter repeats)
                                                                       100k: p95 <= 10 ms; 1M: <= 50 ms
               the EXACT-SCAN FLOOR, same process, same questions, each timed right after
-              its recall: embed the query + einsum over every float32 vector (read once
-              from SQLite by storage.memories.user_vectors) + argpartition top k; the ratio
-              recall p95 / floor p95 is printed                       100k: <= 1.0x
+              its recall: embed the query + einsum over every ORIGINAL float32 document
+              vector + argpartition top k; the ratio recall p95 / floor p95 is printed
+                                                                      100k: <= 1.0x
               recall@10 of `store.searcher.vector_candidates(qvec, filters, 10)` (whatever
-              first pass it uses) against the exact top 10 of the same vectors       >= 0.99
+              first pass it uses, on the int8 vectors the store keeps) against the exact
+              top 10 of the original float32 vectors                  >= 0.99
+              (the store keeps its vectors as int8, so the float32 ones are kept beside it
+              at build time: <store>.f32.npy and <store>.rowids.npy in --cache-dir, in
+              rowid order; the hash embedder's are recomputed from the texts if missing)
               disk: du of BM_HOME split into the op log (LMDB, and by named database), SQLite
               (and by table group, from dbstat), blobs, other files    1M: <= 2 GB
               peak RSS of the build process (recorded at build time, private vs mapped
@@ -61,6 +65,7 @@ import sys
 import tempfile
 import time
 from datetime import datetime, timedelta, timezone
+from itertools import islice
 from pathlib import Path
 from typing import Iterator
 
@@ -446,9 +451,12 @@ def build_store(cache_dir: Path, size: int, turns: list[dict], rebuild: bool,
                 f"(anon {rss.get('anon', 0):.0f}, mapped files {rss.get('file', 0):.0f})")
             last[0] = now
 
-    with RssSampler() as rss, Memory(home, create=True, embedder=HashEmbedder(384) if docs == "hash" else None) as mem:
+    embedder = HashEmbedder(384) if docs == "hash" else RecordingEmbedder(home)
+    with RssSampler() as rss, Memory(home, create=True, embedder=embedder) as mem:
         report = mem.ingest(iter_store_messages(turns, size), progress=progress)  # streamed, not a list
         n = _memory_count(mem)
+    if isinstance(embedder, RecordingEmbedder):
+        embedder.close()
     took = time.perf_counter() - t0
     if n != size:
         raise SystemExit(f"bench: built store has {n} memories, expected {size} ({report})")
@@ -456,6 +464,7 @@ def build_store(cache_dir: Path, size: int, turns: list[dict], rebuild: bool,
             "build_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "build_peak_anon_mb": rss.peak["anon"], "build_peak_file_mb": rss.peak["file"],
             "built": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    save_vectors(home, docs)  # after the peak RSS is taken: what the floor scans
     stamp.write_text(json.dumps(info))
     if warm:
         info["warm_up_s"] = warm_store(home, docs)
@@ -496,26 +505,107 @@ def bench_cold(bm: str, home: Path, questions: list[str], n: int) -> dict:
             "queries": len(qs), "sample": sample}
 
 
-def load_vectors(mem):  # type: ignore[no-untyped-def]
-    """(rowids, float32 matrix) of every vector of the store's user, read once through the
-    storage layer (``storage.memories.user_vectors``) for the exact-scan floor."""
+def vector_files(home: Path) -> tuple[Path, Path]:
+    """The original float32 document vectors of a cached store and their rowids (beside it:
+    the store keeps int8 vectors, so these cannot be read back from it)."""
+    return home.with_name(home.name + ".f32.npy"), home.with_name(home.name + ".rowids.npy")
+
+
+class RecordingEmbedder:
+    """The real model for a store's documents, writing every vector it returns (and an 8-byte
+    digest of its text) to files beside the store, for ``save_vectors`` to order by rowid."""
+
+    def __init__(self, home: Path) -> None:
+        from brandmind.embed.local import LocalEmbedder
+
+        name, variant = store_model_name()
+        self.inner = LocalEmbedder(cache_dir=shared_model_cache(home.parent), **({"variant": variant} if variant else {}))
+        self.name, self.dim = self.inner.name, self.inner.dim
+        if self.name != name:
+            raise SystemExit(f"bench: the local embedder is {self.name}, a new store would record {name}")
+        self.vec_fh = open(home.with_name(home.name + ".f32.part"), "wb")
+        self.dig_fh = open(home.with_name(home.name + ".digests.part"), "wb")
+
+    def embed_documents(self, texts: list[str]):  # type: ignore[no-untyped-def]
+        import numpy as np
+
+        vecs = np.asarray(self.inner.embed_documents(texts), np.float32)
+        self.vec_fh.write(vecs.tobytes())
+        self.dig_fh.write(np.asarray([_digest(t) for t in texts], np.uint64).tobytes())
+        return vecs
+
+    def embed_query(self, text: str):  # type: ignore[no-untyped-def]
+        return self.inner.embed_query(text)
+
+    def close(self) -> None:
+        self.vec_fh.close()
+        self.dig_fh.close()
+
+
+def _digest(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+
+
+def save_vectors(home: Path, docs: str, batch: int = 65536) -> None:
+    """Write ``vector_files(home)``: every memory's original float32 vector in rowid order,
+    from what ``RecordingEmbedder`` wrote (docs "local") or recomputed (docs "hash")."""
     import numpy as np
 
-    from brandmind.storage.memories import user_vectors
+    from brandmind.embed import HashEmbedder
+    from brandmind.memory import Memory
 
-    dim = mem.store.sql.dim
-    rowids: list[int] = []
-    parts, chunk = [], []
-    for rowid, blob in user_vectors(mem.store.sql, mem.store.user(None)):
-        rowids.append(rowid)
-        chunk.append(blob)
-        if len(chunk) == 65536:
-            parts.append(np.frombuffer(b"".join(chunk), dtype=np.float32).reshape(-1, dim))
-            chunk = []
-    if chunk:
-        parts.append(np.frombuffer(b"".join(chunk), dtype=np.float32).reshape(-1, dim))
-    mat = np.concatenate(parts) if parts else np.empty((0, dim), np.float32)
-    return np.asarray(rowids, dtype=np.int64), mat
+    vec_path, rowid_path = vector_files(home)
+    part = home.with_name(home.name + ".f32.part")
+    digests = got = order = None
+    if docs == "local":
+        digests = np.fromfile(home.with_name(home.name + ".digests.part"), np.uint64)
+        got = np.memmap(part, np.float32, "r", shape=(len(digests), 384))
+        order = np.argsort(digests, kind="stable")
+        digests = digests[order]
+    with Memory(home, embedder=HashEmbedder(384) if docs == "hash" else None) as mem:
+        conn = mem.sql.conn
+        n = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+        dim = mem.sql.dim
+        out = np.lib.format.open_memmap(vec_path.with_suffix(".tmp.npy"), "w+", np.float32, (n, dim))
+        rowids = np.empty(n, np.int64)
+        cur, i, hashed = conn.execute("SELECT rowid, text FROM memories ORDER BY rowid"), 0, HashEmbedder(dim)
+        while rows := list(islice(cur, batch)):
+            rowids[i:i + len(rows)] = [r for r, _ in rows]
+            texts = [t for _, t in rows]
+            if docs == "hash":
+                out[i:i + len(rows)] = hashed.embed_documents(texts)
+            else:
+                want = np.asarray([_digest(t) for t in texts], np.uint64)
+                at = np.minimum(np.searchsorted(digests, want), len(digests) - 1)
+                if not (digests[at] == want).all():
+                    raise SystemExit("bench: a stored text was not embedded by the recording embedder")
+                out[i:i + len(rows)] = got[order[at]]
+            i += len(rows)
+        out.flush()
+        del out
+    np.save(rowid_path, rowids)
+    os.replace(vec_path.with_suffix(".tmp.npy"), vec_path)
+    for tmp in (part, home.with_name(home.name + ".digests.part")):
+        tmp.unlink(missing_ok=True)
+
+
+def ensure_vectors(home: Path, docs: str) -> None:
+    """``vector_files(home)`` exist (recomputed for a hash-docs store built before they were kept)."""
+    if not vector_files(home)[0].is_file():
+        if docs != "hash":
+            raise SystemExit(f"bench: {vector_files(home)[0]} is missing (the store keeps int8 vectors "
+                             "only): pass --rebuild to build the store again")
+        log(f"[store] recomputing the float32 document vectors of {home} for the floor ...")
+        save_vectors(home, docs)
+
+
+def load_vectors(home: Path):  # type: ignore[no-untyped-def]
+    """(rowids, float32 matrix) of every memory's ORIGINAL document vector (``vector_files``),
+    loaded once for the exact-scan floor."""
+    import numpy as np
+
+    vec_path, rowid_path = vector_files(home)
+    return np.load(rowid_path), np.load(vec_path)
 
 
 def exact_top(mat, q, k: int):  # type: ignore[no-untyped-def]
@@ -547,7 +637,7 @@ def bench_scale(home: Path, docs: str, cache_dir: Path, questions: list[str], n:
     """In-process recall on one store, in a FRESH process: the first query (open + recall,
     which loads the model), then ``n`` DISTINCT questions, each timed as ``Memory.recall``
     and, right after, as the exact-scan floor (embed the query + einsum + argpartition over
-    the float32 vectors loaded once); then recall@10 of the vector candidates vs exact."""
+    the original float32 vectors loaded once); then recall@10 of the vector candidates vs exact."""
     import numpy as np
 
     from brandmind.memory import Memory
@@ -565,7 +655,7 @@ def bench_scale(home: Path, docs: str, cache_dir: Path, questions: list[str], n:
             raise SystemExit(f"bench: recall {questions[0]!r} returned nothing")
         first = time.perf_counter() - t1
         t1 = time.perf_counter()
-        rowids, mat = load_vectors(mem)
+        rowids, mat = load_vectors(home)
         floor_load = time.perf_counter() - t1
         emb = mem.store.embedder
         lat, floor, embed, qvecs = [], [], [], []
@@ -787,6 +877,7 @@ def worker_main(argv: list[str]) -> int:
         home, info = build_store(cache_dir, a.size, turns, a.rebuild, a.docs, warm=a.mode == "build")
         out = {**info, "home": str(home)}
         if a.mode == "recall":
+            ensure_vectors(home, a.docs)
             questions = locomo_questions(data)
             random.Random(7).shuffle(questions)
             out = {**bench_scale(home, a.docs, cache_dir, questions, a.queries, a.k), "store": info}
