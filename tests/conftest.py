@@ -122,19 +122,26 @@ class Result:
 
 
 @pytest.fixture(scope="session")
-def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One cache directory for the built local model, shared by the whole session."""
-    return tmp_path_factory.mktemp("model-cache")
+def model_cache(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Path:
+    """One cache directory for the built local model, shared by the whole run (all xdist
+    workers: bm's own build lock makes a second builder wait for the first)."""
+    from wheelbuild import once_per_run
+
+    return Path(once_per_run(tmp_path_factory, pytestconfig, "model-cache", str))
 
 
 @pytest.fixture(scope="session")
-def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """bm's wheel, built once per session from a copy of the checkout: (path, how it was built)."""
+def built_wheel(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> tuple[Path, str]:
+    """bm's wheel, built once per run (all xdist workers) from a copy of the checkout: (path, how it was built)."""
     import wheelbuild
 
-    tmp = tmp_path_factory.mktemp("wheel")
-    (tmp / "dist").mkdir()
-    return wheelbuild.build_wheel(wheelbuild.copy_source(tmp), tmp / "dist")
+    def build(tmp: Path) -> list[str]:
+        (tmp / "dist").mkdir()
+        wheel, how = wheelbuild.build_wheel(wheelbuild.copy_source(tmp), tmp / "dist")
+        return [str(wheel), how]
+
+    wheel, how = wheelbuild.once_per_run(tmp_path_factory, pytestconfig, "wheel", build)
+    return Path(wheel), how
 
 
 @pytest.fixture(scope="session")

@@ -146,14 +146,18 @@ def _pip_install(py: Path, *requirements: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def venvs(tmp_path_factory: pytest.TempPathFactory, built_wheel) -> dict:
-    """{"wheel": the built wheel, "core": python of a fresh venv with `pip install <wheel>` alone}."""
+def venvs(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config, built_wheel) -> dict:
+    """{"wheel": the built wheel, "core": python of a fresh venv with `pip install <wheel>` alone}
+    (made once per run: xdist workers that both run tests of this module share it, read-only)."""
     wheel, _ = built_wheel
-    root = tmp_path_factory.mktemp("extras")
-    core = wheelbuild.make_venv(root / "core")
-    res = _pip_install(core, str(wheel))
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    return {"wheel": wheel, "core": core, "root": root}
+
+    def build(root: Path) -> str:
+        core = wheelbuild.make_venv(root / "core")
+        res = _pip_install(core, str(wheel))
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+        return str(core)
+
+    return {"wheel": wheel, "core": Path(wheelbuild.once_per_run(tmp_path_factory, pytestconfig, "extras-core", build))}
 
 
 def _venv_env(py: Path, home: Path, model_cache: Path) -> dict:

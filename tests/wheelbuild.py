@@ -2,14 +2,36 @@
 (tests/test_packaging.py, tests/test_extras.py; the ``built_wheel`` fixture in conftest)."""
 from __future__ import annotations
 
+import fcntl
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def once_per_run(tmp_path_factory: pytest.TempPathFactory, config: pytest.Config, name: str,
+                 build: Callable[[Path], Any]) -> Any:
+    """``build(directory)``'s (JSON) result, made once per pytest run: under xdist every worker's
+    session fixture would otherwise build its own (bm's wheel ~18 s, the core venv ~55 s, the
+    model ~9 s, each per worker).  The directory is in the run's base temp, which the workers
+    share; the first one to ask builds while the others wait on a lock, then reuse it."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if hasattr(config, "workerinput") else base) / name  # a worker's: <run>/popen-gwN
+    root.mkdir(exist_ok=True)
+    with open(root.parent / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = root / ".built.json"
+        if done.exists():
+            return json.loads(done.read_text())
+        result = build(root)
+        done.write_text(json.dumps(result))
+        return result
 
 
 def copy_source(dest: Path) -> Path:
