@@ -512,11 +512,13 @@ class RecallIndex:
             first = smallest(dist, min(count, FIRST_KEEP * rescore))
             dist = dist[first] + hamming(code[half:, first], qcode[half:], len(first))
             idx = first[np.sort(np.argpartition(dist, rescore - 1)[:rescore])]
+            sims = self._sims(idx, q)
         elif count == n:
             idx = np.arange(n)
+            sims = self._sims(slice(0, n), q)  # every row: a slice reads them without a copy
         else:
             idx = np.flatnonzero(ok)
-        sims = self._sims(slice(0, n) if count == n else idx, q)
+            sims = self._sims(idx, q)
         k = min(k, len(idx))
         top = np.argpartition(-sims, k - 1)[:k]
         top = top[np.lexsort((idx[top], -sims[top]))]
