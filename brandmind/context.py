@@ -41,7 +41,11 @@ chosen ones are then serialised in section order and the *exact returned string*
 counted (with bm's counters, which are additive over whitespace, as the sum of its lines'
 counts, mostly cached: tokens.py; a caller's own counter counts the whole string); should
 it exceed the limit (it cannot with bm's counters, but a future counter might), the chosen
-candidate of lowest value per token is removed until it fits.  So
+candidate of lowest value per token is removed until it fits.  Each candidate was counted
+as its own full line, so a block whose turns continue the line above (below) comes out
+shorter than the sum: the candidates left out are offered what it saved, in the same
+order, for up to ``REFILL_ROUNDS`` rounds (``_refill``; +1.5 points of REALTALK dev's
+evidence at 2,000 tokens, scripts/bench_context.py).  So
 ``tokens <= budget * (1 - margin)`` always, and a budget smaller than any header gives
 an empty block (``""``, 0 tokens) with every candidate listed in ``dropped``.
 
@@ -61,12 +65,16 @@ Formats
 each followed by its lines, sections separated by a blank line, empty sections
 left out.  Memories are excerpts by day: the memories of one day come together under
 one date line (in time order, at the place of the day's best-ranked memory), so turns
-of one conversation read as one excerpt and no line repeats a date::
+of one conversation read as one excerpt and no line repeats a date; a turn by the
+speaker of the line above, in the same conversation (thread and episode), continues
+that line, indented, without repeating the speaker (real chats come in bursts of short
+messages)::
 
     ## Relevant memories
     [2024-03-04]
     - Ann: I work as a backend engineer at Tidewater Labs
-    - Ann: I'm in the office on Tuesdays and Thursdays
+      I'm in the office on Tuesdays and Thursdays
+    - assistant: Noted.
     [2024-05-02]
     - (preference) Ann prefers window seats
 
@@ -126,6 +134,7 @@ RECENT_KEEP = 4        # the newest beads that go in right after recall's top me
 RECENT_VALUE = 0.25    # older ones compete with further memories at this share of that value
 MIN_COST = 8           # tokens below this count as this when ranking by value per token
 COUNT_BATCH = 24       # candidates counted per tokenizer call while filling (_fill)
+REFILL_ROUNDS = 3      # rounds of filling what merged lines saved (_refill)
 CORE_VALUE = 1e9
 # priority tiers, filled in this order: core 0, shared 1, then
 TIER_TOP, TIER_RECENT, TIER_REST = 2, 3, 4  # recall's top; the newest turns; everything else
@@ -143,6 +152,7 @@ class _Item:
     when: str = ""              # memories: their time (ISO), their order within their day
     line: str = ""              # the text form
     tokens: int = 0
+    turn: tuple = ()            # memories that are conversation turns: (speaker, episode), see _speaker_runs
     dups: list[str] = field(default_factory=list)  # memory ids folded into this bead
 
     @property
@@ -188,7 +198,14 @@ def build_context(store: "Store", query: str | bytes, *, recall: Recall | None =
     header_cost, group_cost = _measure(items, format, counter)
     chosen, truncated = _choose(items, header_cost, group_cost, limit, counter, format)
     rank = {id(it): i for i, it in enumerate(items)}
-    text, tokens = _fit(chosen, format, counter, limit, rank)
+    # the lines counted so far (text): sections' and days' headers, candidates as counted
+    counted = {HEADERS[s]: n for s, n in header_cost.items()} if format == "text" else {}
+    counted.update((_day_line(g), n) for g, n in group_cost.items())
+    counted.update((it.line, it.tokens) for it in items if it.tokens >= 0 and format == "text")
+    text, tokens = _fit(chosen, format, counter, limit, rank, counted)
+    if format == "text":  # what merged lines saved (_text_blocks) goes to the next candidates
+        chosen, text, tokens = _refill(items, chosen, text, tokens, header_cost, group_cost, limit, counter, rank,
+                                       counted)
 
     kept = {id(it) for it in chosen}
     sections: dict[str, list] = {s: [] for s in SECTIONS}
@@ -257,12 +274,14 @@ def _at_least(it: _Item) -> int:
 
 
 def _fill(order: list[_Item], header_cost: dict[str, int], group_cost: dict[str, int],
-          limit: int, format: str, counter: TokenCounter) -> list[_Item]:
+          limit: int, format: str, counter: TokenCounter, used: int = 0,
+          opened: set | None = None) -> list[_Item]:
     """The candidates of ``order`` taken greedily while they (and their section's header,
     for the first of a section, and their day's header line, for the first of a day) fit
-    in ``limit`` tokens.  Counted a batch at a time, and only those that could still fit."""
+    in ``limit`` tokens, ``used`` of them already spent on what opened the sections and
+    days in ``opened``.  Counted a batch at a time, and only those that could still fit."""
     picked: list[_Item] = []
-    used, opened = 0, set()
+    opened = set(opened or ())
 
     def cost(it: _Item, tokens: int) -> int:
         extra = 0 if it.section in opened else header_cost[it.section]
@@ -302,15 +321,20 @@ def _choose(items: list[_Item], header_cost: dict[str, int], group_cost: dict[st
 
 
 def _fit(chosen: list[_Item], format: str, counter: TokenCounter, limit: int,
-         rank: dict[int, int]) -> tuple[str, int]:
+         rank: dict[int, int], counted: dict[str, int] | None = None) -> tuple[str, int]:
     """The chosen candidates serialised, and the exact token count of that string; the
-    candidate of lowest value per token is removed (from ``chosen``) while it is over."""
+    candidate of lowest value per token is removed (from ``chosen``) while it is over.
+    ``counted``: lines already counted (text, additive counters), added to as lines are."""
+    counted = {} if counted is None else counted
+
     def render() -> tuple[str, int]:
         if format == "text" and getattr(counter, "additive", False):
             # no token spans a newline: the text's count is its lines' (counted, and kept, one by one)
             blocks = _text_blocks(chosen)
-            return ("\n\n".join("\n".join(b) for b in blocks),
-                    sum(counter.count_many([line for b in blocks for line in b])))
+            lines = [line for b in blocks for line in b]
+            todo = list(dict.fromkeys(line for line in lines if line not in counted))
+            counted.update(zip(todo, counter.count_many(todo)))
+            return "\n\n".join("\n".join(b) for b in blocks), sum(counted[line] for line in lines)
         text = _render_text(chosen) if format == "text" else _render_json(chosen)
         return text, counter.count(text) if text else 0
 
@@ -320,6 +344,29 @@ def _fit(chosen: list[_Item], format: str, counter: TokenCounter, limit: int,
         chosen.remove(worst)
         text, tokens = render()
     return text, tokens
+
+
+def _refill(items: list[_Item], chosen: list[_Item], text: str, tokens: int, header_cost: dict[str, int],
+            group_cost: dict[str, int], limit: int, counter: TokenCounter, rank: dict[int, int],
+            counted: dict[str, int]) -> tuple[list[_Item], str, int]:
+    """Fill what the rendered block left of ``limit``: each candidate was counted as its own
+    full line, but a turn that continues the line above (the same speaker, the same
+    conversation) is written without its speaker, so the block is often shorter than the sum;
+    the candidates left out are offered the rest, in the same order, until nothing more fits
+    (a few rounds).  ``_fit`` keeps the exact count within the limit whatever the merges do."""
+    for _ in range(REFILL_ROUNDS):
+        kept = {id(it) for it in chosen}
+        rest = [it for it in sorted(items, key=lambda it: (it.tier, -it.value, rank[id(it)])) if id(it) not in kept]
+        if not rest or limit - tokens < 2:
+            break
+        opened = {it.section for it in chosen} | {it.group for it in chosen if it.group}
+        more = _fill(rest, header_cost, group_cost, limit, "text", counter, used=tokens, opened=opened)
+        if not more:
+            break
+        chosen = chosen + more
+        text, tokens = _fit(chosen, "text", counter, limit, rank, counted)
+        counted.update((it.line, it.tokens) for it in more)
+    return chosen, text, tokens
 
 
 def _truncate(it: _Item, room: int, counter: TokenCounter, format: str) -> bool:
@@ -398,8 +445,12 @@ def _memory_items(memories: list[dict], beads: list[_Item], top: int, format: st
         obj = {"id": m["id"], "date": date, "type": m.get("type"), "scope": m.get("scope"), "text": text}
         if score is not None:
             obj["score"] = score
+        meta = m.get("meta") or {}
+        speaker = meta.get("speaker") if meta.get("kind") == "turn" else None
+        turn = (speaker, meta.get("thread"), meta.get("episode")) if speaker and text.startswith(f"{speaker}: ") else ()
         seen[text] = item = _Item("memories", m["id"], rank, value, obj, tier=tier,
-                                  group=(date or "undated") if format == "text" else "", when=m.get("ts") or "")
+                                  group=(date or "undated") if format == "text" else "", when=m.get("ts") or "",
+                                  turn=turn)
         out.append(item)
     return out
 
@@ -495,12 +546,17 @@ def _text_blocks(chosen: list[_Item]) -> list[list[str]]:
                 lines.append(_bead_line(it.obj, with_date=ts[:10] != day or not ts))
                 day = ts[:10]
         else:
-            lines, day = [], None
+            lines, day, run = [], None, ()
             for it in items:
                 if it.group and it.group != day:
                     lines.append(_day_line(it.group))
+                    run = ()
                 day = it.group
-                lines.append(it.line)
+                if it.turn and it.turn == run:  # the same speaker again, in the same conversation
+                    lines.append("  " + _indent(it.obj["text"][len(it.turn[0]) + 2:]))
+                else:
+                    lines.append(it.line)
+                run = it.turn
         blocks.append([HEADERS[section], *lines])
     return blocks
 
