@@ -152,6 +152,7 @@ class _Item:
     when: str = ""              # memories: their time (ISO), their order within their day
     line: str = ""              # the text form
     tokens: int = 0
+    words: int = 0              # words of ``line``: a lower bound of its tokens (_at_least)
     turn: tuple = ()            # memories that are conversation turns: (speaker, episode), see _speaker_runs
     dups: list[str] = field(default_factory=list)  # memory ids folded into this bead
 
@@ -187,7 +188,7 @@ def build_context(store: "Store", query: str | bytes, *, recall: Recall | None =
     user_name = store.user(user)
 
     items: list[_Item] = _block_items(store, user_name, agent)
-    recall = recall or partial(query_mod.recall, store, explain=False)  # the block shows no signals
+    recall = recall or partial(query_mod.recall, store, explain=False, brief=True)  # what the block shows
     k = max(RECALL_K, min(MAX_RECALL_K, limit // TOKENS_PER_RECALLED))
     memories = recall(query, k=k, user=user_name, agent=agent, now=now, as_of=as_of)
     cutoff = min((t for t in (now_ms, as_of_ms) if t is not None), default=None)
@@ -249,6 +250,7 @@ def _measure(items: list[_Item], format: str, counter: TokenCounter) -> tuple[di
         it.line = _text_line(it) if format == "text" else json.dumps(it.obj, ensure_ascii=False,
                                                                      separators=(",", ":"))
         it.tokens = -1  # not counted yet
+        it.words = len(it.line.split())
     header_texts = {s: (HEADERS[s] if format == "text" else json.dumps(s) + ":[]") for s in SECTIONS}
     groups = sorted({it.group for it in items if it.group})
     counts = counter.count_many([header_texts[s] for s in SECTIONS] + [_day_line(g) for g in groups])
@@ -270,7 +272,7 @@ def _at_least(it: _Item) -> int:
     """A lower bound of ``it``'s tokens without counting: no token spans whitespace and every
     word is at least one (true of both of bm's counters; a counter for which it is not only
     makes a candidate be skipped that might have fitted, never a block over its limit)."""
-    return it.tokens if it.tokens >= 0 else len(it.line.split())
+    return it.tokens if it.tokens >= 0 else it.words
 
 
 def _fill(order: list[_Item], header_cost: dict[str, int], group_cost: dict[str, int],
@@ -354,9 +356,10 @@ def _refill(items: list[_Item], chosen: list[_Item], text: str, tokens: int, hea
     conversation) is written without its speaker, so the block is often shorter than the sum;
     the candidates left out are offered the rest, in the same order, until nothing more fits
     (a few rounds).  ``_fit`` keeps the exact count within the limit whatever the merges do."""
+    order = sorted(items, key=lambda it: (it.tier, -it.value, rank[id(it)]))
     for _ in range(REFILL_ROUNDS):
         kept = {id(it) for it in chosen}
-        rest = [it for it in sorted(items, key=lambda it: (it.tier, -it.value, rank[id(it)])) if id(it) not in kept]
+        rest = [it for it in order if id(it) not in kept]
         if not rest or limit - tokens < 2:
             break
         opened = {it.section for it in chosen} | {it.group for it in chosen if it.group}

@@ -20,7 +20,7 @@ from . import clock, validate
 from .clock import now_millis, parse_time
 from .errors import BMError, InvalidInput, ModelMismatch, UsageError
 from .recall import Query, Weights, searcher
-from .storage.memories import memory_out, rows_by_rowid
+from .storage.memories import briefs_by_rowid, memory_out, rows_by_rowid
 from .storage.search import Filters, in_own_words
 from .timewords import find_windows
 
@@ -62,9 +62,10 @@ def filters(store: "Store", *, user: str | None, agent: str | None, types: Itera
 def recall(store: "Store", query: str | bytes, *, k: int | None = None, user: str | None = None,
            agent: str | None = None, types: Iterable[str] = (), since: str | int | None = None,
            until: str | int | None = None, now: str | int | None = None,
-           as_of: str | int | None = None, explain: bool = True) -> list[dict]:
+           as_of: str | int | None = None, explain: bool = True, brief: bool = False) -> list[dict]:
     """The memories that best answer ``query``, best first (see the module docstring); each
-    with the ``signals`` that put it there unless ``explain`` is False (``bm context``)."""
+    with the ``signals`` that put it there unless ``explain`` is False (``bm context``), and
+    only the fields a context block shows when ``brief`` (``memories.briefs_by_rowid``)."""
     import numpy as np
 
     query = validate.text(query, what="query")
@@ -78,12 +79,12 @@ def recall(store: "Store", query: str | bytes, *, k: int | None = None, user: st
     base = Query(query, qvec, f, k or 10, weights,
                  tuple(find_windows(query, f.now)), f.now, explain)
     hits = searcher(store).search(base) if f.agent is None else _scopes(store, base, k)
-    rows = rows_by_rowid(store.sql, [h["rowid"] for h in hits])
+    rows = (briefs_by_rowid if brief else rows_by_rowid)(store.sql, [h["rowid"] for h in hits])
     out = []
     for h in hits:
         row = rows.get(h["rowid"])
         if row is not None:
-            item = memory_out(row)
+            item = row if brief else memory_out(row)
             item["score"] = round(h["score"], 6)
             if explain:
                 item["signals"] = h["signals"]

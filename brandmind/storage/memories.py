@@ -68,6 +68,21 @@ def last_turn_before(sql: "SQLStore", user: str, thread: str, ts: int) -> tuple[
     return (row[0], row[1]) if row else None
 
 
+def briefs_by_rowid(sql: "SQLStore", rowids: list[int]) -> dict[int, dict]:
+    """rowid -> the few fields a context block shows of a memory (id, text, type, scope, ts,
+    meta, provenance), for the rowids that exist: read and converted for ~125 memories a
+    block, so only these columns (``memory_out`` gives every field)."""
+    if not rowids:
+        return {}
+    out = {}
+    for rowid, mid, text, type_, agent, created, meta, prov in sql.conn.execute(
+            f"SELECT rowid, id, text, type, agent_id, created_at, meta, provenance FROM memories "
+            f"WHERE rowid IN ({_marks(rowids)})", tuple(rowids)):
+        out[rowid] = {"id": mid, "text": text, "type": type_, "scope": f"agent:{agent}" if agent else "global",
+                      "ts": iso(created), "meta": json.loads(meta), "provenance": json.loads(prov)}
+    return out
+
+
 def rows_by_rowid(sql: "SQLStore", rowids: list[int]) -> dict[int, dict]:
     """rowid -> full row, for the rowids that exist."""
     if not rowids:
