@@ -10,6 +10,7 @@ import pytest
 
 from brandmind.memory import Memory
 from brandmind.storage import recallindex
+from brandmind.storage.recallsql import rotate
 from brandmind.storage.search import Filters
 
 
@@ -41,7 +42,7 @@ def test_the_code_first_pass_finds_what_an_exact_scan_finds(big, monkeypatch, ro
         q = np.asarray(q, np.float32)
         pos, sims = ri.nearest(q, m, 10, rescore=100)
         assert np.all(np.diff(sims) <= 0) and m[pos].all()
-        exact = np.flatnonzero(m)[np.argsort(-(vecs[m] @ q), kind="stable")[:10]]
+        exact = np.flatnonzero(m)[np.argsort(-(vecs[m] @ rotate(q)[0]), kind="stable")[:10]]  # rows as SQLite keeps them
         found += len(set(pos.tolist()) & set(exact.tolist()))
     assert found / 300 >= 0.9  # 100 of ~1,100 (~1,200) rows rescored
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 MAGIC = b"BMRIDX01"
-VERSION = 3  # 3: ``vec`` int8 with ``vscale`` (2: float32 vectors)
+VERSION = 4  # 4: ``vec`` int8 of the rotated vector (recallsql.quantise) with ``vscale`` (3: not rotated; 2: float32)
 CODE_BITS = 2  # sign bits per dimension: the signs of the vector times ``rotation(dim)``
 ALIGN = 4096
 # the small columns: name -> dtype (code and vec are added with the store's dimension);

@@ -10,8 +10,9 @@ file is rewritten):
   bits): the first pass of a vector search is a Hamming scan, ~10x cheaper per row than a
   float32 dot product; the nearest codes are then rescored with ``vec``;
 * ``vec``: the int8 vector as SQLite keeps it (one scale per vector: storage/recallsql.py
-  ``quantise``) and ``vscale``, 1 / its norm, so a row's cosine with a unit query is
-  ``vec . q * vscale`` (read only for the rows rescored);
+  ``quantise``: of the vector times a fixed rotation) and ``vscale``, 1 / its norm, so a
+  row's cosine with a unit query is ``vec . rotate(q) * vscale`` (read only for the rows
+  rescored);
 * the filter and ranking columns: user, agent, type (codes into small dictionaries),
   created_at, valid_from / valid_to / retired_at (bi-temporal validity), importance,
   whether the memory is a conversation turn, its episode (a 64-bit key) and speaker, and
@@ -45,7 +46,7 @@ from ..clock import now_millis
 from .expiry import expired_rowids
 from .indexfile import COLUMNS, IndexFile, hamming, remove_abandoned, rotation, scrub, signs, smallest
 from .recallsql import (ReadSnapshot, all_rows, all_vectors, changed_rowids, epoch, episode_key, last_change,
-                        memory_total, neighbours_of, rows_after, rows_of, stored_vectors_of, turn_order)
+                        memory_total, neighbours_of, rotate, rows_after, rows_of, stored_vectors_of, turn_order)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sqlstore import SQLStore
@@ -83,6 +84,7 @@ class RecallIndex:
         self._important: tuple[int, np.ndarray] | None = None
         self._mask: tuple[tuple, np.ndarray] | None = None
         self._saving: list[int] | None = None  # while ``save`` writes: the rowids forgotten meanwhile
+        self._last_query: tuple[bytes, np.ndarray] = (b"", np.zeros(0, np.float32))  # (_rotated)
         try:
             st = os.stat(sql.path)
             self.key: dict = {"inode": st.st_ino, "dev": st.st_dev, "epoch": epoch(sql), "dim": sql.dim}
@@ -503,7 +505,7 @@ class RecallIndex:
             rescore = max(1000, min(4000, count // RESCORE_SHARE))
         rescore = max(rescore, k)
         if count > max(EXACT_MAX, 2 * rescore):
-            qcode = signs(q.astype(np.float32), cols["rot"])[:, 0]
+            qcode = signs(self._rotated(q), cols["rot"])[:, 0]
             code = cols["code"]
             half = max(1, int(code.shape[0] * FIRST_BITS))
             dist = hamming(code[:half], qcode[:half], n)
@@ -532,5 +534,14 @@ class RecallIndex:
 
     def _sims(self, pos: Any, q: np.ndarray) -> np.ndarray:
         """Cosines of the int8 rows at ``pos`` (positions or a slice) with the unit query ``q``
-        (einsum upcasts the int8 rows as it goes: as cheap per row as a float32 einsum)."""
-        return np.einsum("ij,j->i", self.cols["vec"][pos], np.asarray(q, np.float32)) * self.cols["vscale"][pos]
+        (einsum upcasts the int8 rows as it goes: as cheap per row as a float32 einsum).  The
+        rows are of the rotated vectors, as SQLite keeps them (recallsql.quantise): so is the query."""
+        return np.einsum("ij,j->i", self.cols["vec"][pos], self._rotated(q)) * self.cols["vscale"][pos]
+
+    def _rotated(self, q: np.ndarray) -> np.ndarray:
+        """``q`` times the stored vectors' rotation (the last query's kept: a search asks often)."""
+        q = np.asarray(q, np.float32)
+        key = q.tobytes()
+        if self._last_query[0] != key:
+            self._last_query = (key, rotate(q)[0])
+        return self._last_query[1]
