@@ -178,8 +178,10 @@ def cli_store(store, falkordb, embed, monkeypatch):
         assert run_bm("remember", "--fact", json.dumps({"subject": "ann", "predicate": pred, "object": obj}),
                       "-u", "ann").code == 0
     db = "c" + secrets.token_hex(4)
+    # a generous budget: these tests check what a cold process asks and gets, not the 700 ms
+    # default (a loaded CI machine missed it once: "note: remote ... timeout")
     assert run_bm("remote", "add", "graphiti", "--host", falkordb.host, "--port", falkordb.port,
-                  "--password-env", PW_ENV, "--database", db).code == 0
+                  "--password-env", PW_ENV, "--database", db, "--timeout-ms", "10000").code == 0
     synced = run_bm("sync", "now", "--json")
     assert synced.code == 0 and synced.json()["remotes"][0]["pushed"], synced
     from brandmind.sync.graphiti import group_id
