@@ -153,7 +153,7 @@ class _Item:
     line: str = ""              # the text form
     tokens: int = 0
     words: int = 0              # words of ``line``: a lower bound of its tokens (_at_least)
-    turn: tuple = ()            # memories that are conversation turns: (speaker, episode), see _speaker_runs
+    turn: tuple = ()            # memories that are turns: (speaker, thread, episode): see _text_blocks
     dups: list[str] = field(default_factory=list)  # memory ids folded into this bead
 
     @property
