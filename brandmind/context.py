@@ -197,15 +197,18 @@ def build_context(store: "Store", query: str | bytes, *, recall: Recall | None =
     items += bead_items
 
     header_cost, group_cost = _measure(items, format, counter)
-    chosen, truncated = _choose(items, header_cost, group_cost, limit, counter, format)
     rank = {id(it): i for i, it in enumerate(items)}
+    # within a tier, by value (recall's order for memories): a line per token greedy would
+    # favour short weak lines over the long one that answers (measured: scripts/bench_context.py)
+    order = sorted(items, key=lambda it: (it.tier, -it.value, rank[id(it)]))
+    chosen, truncated = _choose(order, header_cost, group_cost, limit, counter, format)
     # the lines counted so far (text): sections' and days' headers, candidates as counted
     counted = {HEADERS[s]: n for s, n in header_cost.items()} if format == "text" else {}
     counted.update((_day_line(g), n) for g, n in group_cost.items())
     counted.update((it.line, it.tokens) for it in items if it.tokens >= 0 and format == "text")
     text, tokens = _fit(chosen, format, counter, limit, rank, counted)
     if format == "text":  # what merged lines saved (_text_blocks) goes to the next candidates
-        chosen, text, tokens = _refill(items, chosen, text, tokens, header_cost, group_cost, limit, counter, rank,
+        chosen, text, tokens = _refill(order, chosen, text, tokens, header_cost, group_cost, limit, counter, rank,
                                        counted)
 
     kept = {id(it) for it in chosen}
@@ -304,13 +307,10 @@ def _fill(order: list[_Item], header_cost: dict[str, int], group_cost: dict[str,
     return picked
 
 
-def _choose(items: list[_Item], header_cost: dict[str, int], group_cost: dict[str, int], limit: int,
+def _choose(order: list[_Item], header_cost: dict[str, int], group_cost: dict[str, int], limit: int,
             counter: TokenCounter, format: str) -> tuple[list[_Item], list[str]]:
-    """The candidates that go in, and the keys of those cut to fit (see the module docstring)."""
-    rank = {id(it): i for i, it in enumerate(items)}
-    # within a tier, by value (recall's order for memories): a line per token greedy would
-    # favour short weak lines over the long one that answers (measured: scripts/bench_context.py)
-    order = sorted(items, key=lambda it: (it.tier, -it.value, rank[id(it)]))
+    """The candidates that go in, from ``order`` (by tier, then value), and the keys of those
+    cut to fit (see the module docstring)."""
     # the first candidate by priority never goes missing for being too long: cut to fit
     truncated = []
     if order:
@@ -348,7 +348,7 @@ def _fit(chosen: list[_Item], format: str, counter: TokenCounter, limit: int,
     return text, tokens
 
 
-def _refill(items: list[_Item], chosen: list[_Item], text: str, tokens: int, header_cost: dict[str, int],
+def _refill(order: list[_Item], chosen: list[_Item], text: str, tokens: int, header_cost: dict[str, int],
             group_cost: dict[str, int], limit: int, counter: TokenCounter, rank: dict[int, int],
             counted: dict[str, int]) -> tuple[list[_Item], str, int]:
     """Fill what the rendered block left of ``limit``: each candidate was counted as its own
@@ -356,7 +356,6 @@ def _refill(items: list[_Item], chosen: list[_Item], text: str, tokens: int, hea
     conversation) is written without its speaker, so the block is often shorter than the sum;
     the candidates left out are offered the rest, in the same order, until nothing more fits
     (a few rounds).  ``_fit`` keeps the exact count within the limit whatever the merges do."""
-    order = sorted(items, key=lambda it: (it.tier, -it.value, rank[id(it)]))
     for _ in range(REFILL_ROUNDS):
         kept = {id(it) for it in chosen}
         rest = [it for it in order if id(it) not in kept]

@@ -69,8 +69,8 @@ def rows_of(sql: "SQLStore", rowids: list[int]) -> list[tuple]:
 # largest component, which sets the int8 step, is small: recall@10 of a full scan of the int8
 # cosines against one of the float32 ones went 0.990 -> 0.996 (bench_speed's 100,000 MiniLM
 # vectors) and 0.974 -> 0.986 (its 1,000,000 hash-embedder vectors, whose energy sits in few
-# buckets), in a probe over its stores' original vectors.  Cosines are unchanged by it: the recall index keeps these bytes
-# as they are and rotates the query instead.  Writers hand float32 bytes to :func:`quantised`;
+# buckets), in a probe over its stores' original vectors.  Cosines are unchanged by it: the
+# recall index keeps these bytes as they are and rotates the query instead.  Writers hand float32 bytes to :func:`quantised`;
 # readers other than the recall index get float32 unit vectors back from :func:`dequantised`
 # (every embedder returns unit vectors and every use is a cosine, so the scale is not kept).
 # Quantising a dequantised vector gives the same bytes again (``bm rebuild`` takes vectors from
@@ -79,24 +79,6 @@ def rows_of(sql: "SQLStore", rowids: list[int]) -> list[tuple]:
 VEC_TYPE = "int8"
 ROTATION_SEED = 20_261_128
 ROTATION_ROUNDS = 3
-
-
-@lru_cache(maxsize=8)
-def _rotation(dim: int) -> tuple[int, list] | None:
-    """The block size and ``(signs, permutation)`` of each round for ``dim``; None
-    (no rotation) when ``dim`` has no power-of-two factor of at least 16."""
-    import numpy as np
-
-    block = dim & -dim  # the largest power of two dividing dim
-    if block < 16:
-        return None
-    rng = np.random.default_rng(ROTATION_SEED + dim)
-    rounds = []
-    for _ in range(ROTATION_ROUNDS):
-        signs = (rng.integers(0, 2, dim) * 2 - 1).astype(np.float32)
-        perm = rng.permutation(dim)
-        rounds.append((signs, perm))
-    return block, rounds
 
 
 def _hadamard(v: Any, block: int) -> Any:
@@ -115,18 +97,21 @@ def _hadamard(v: Any, block: int) -> Any:
 
 @lru_cache(maxsize=8)
 def _matrix(dim: int) -> Any:
-    """The rotation of ``dim``-d rows as a matrix (``rotate(v) = v @ M``; None: none), made
-    from the exact transform once."""
+    """The rotation of ``dim``-d rows as a float64 matrix (``rotate(v) = v @ M``), made once
+    from the exact transform: ``ROTATION_ROUNDS`` rounds of seeded sign flips, a seeded
+    permutation and a Walsh-Hadamard transform on blocks of the largest power of two dividing
+    ``dim``.  None (no rotation) when that block is under 16."""
     import numpy as np
 
-    plan = _rotation(dim)
-    if plan is None:
+    block = dim & -dim
+    if block < 16:
         return None
-    block, rounds = plan
+    rng = np.random.default_rng(ROTATION_SEED + dim)
     m = np.eye(dim, dtype=np.float32)
-    for signs, perm in rounds:
-        m = _hadamard((m * signs)[:, perm], block)
-    return m
+    for _ in range(ROTATION_ROUNDS):
+        signs = (rng.integers(0, 2, dim) * 2 - 1).astype(np.float32)
+        m = _hadamard((m * signs)[:, rng.permutation(dim)], block)
+    return m.astype(np.float64)
 
 
 def rotate(vectors: Any) -> Any:
@@ -135,7 +120,7 @@ def rotate(vectors: Any) -> Any:
 
     v = np.atleast_2d(np.asarray(vectors, np.float32))
     m = _matrix(v.shape[1])
-    return v if m is None else v @ m
+    return v if m is None else (v @ m).astype(np.float32)
 
 
 def unrotate(vectors: Any) -> Any:
@@ -144,7 +129,7 @@ def unrotate(vectors: Any) -> Any:
 
     v = np.atleast_2d(np.asarray(vectors, np.float32))
     m = _matrix(v.shape[1])
-    return v if m is None else v @ m.T
+    return v if m is None else (v @ m.T).astype(np.float32)
 
 
 def quantise(vectors: Any) -> Any:
@@ -156,7 +141,7 @@ def quantise(vectors: Any) -> Any:
     # round to the same bytes
     v = np.atleast_2d(np.asarray(vectors, np.float32)).astype(np.float64)
     m = _matrix(v.shape[1])
-    v = v if m is None else v @ m.astype(np.float64)
+    v = v if m is None else v @ m
     top = np.abs(v).max(axis=1, keepdims=True) if v.size else np.ones((len(v), 1))
     scale = np.divide(127.0, top, out=np.zeros_like(top), where=top > 0)
     return np.clip(np.rint(v * scale), -127, 127).astype(np.int8)
