@@ -32,7 +32,9 @@ to k.  Each result carries the signals that put it there and their contributions
 Filters (user, agent scope, types, since/until, currently true or true as of a date) are
 applied to every candidate, whichever signal brought it, as one mask over the recall
 index's columns (``RecallIndex.mask``, the same conditions as ``Filters.sql``).  The pool is
-scored as arrays (``scoring.Pool``); rows are read only for the texts of the final k.
+scored as arrays (``scoring.Pool``), deduplicated by a key of each text and given the "when"
+bonus from a flag of each text, both columns of the index: no text is read before the final k
+(whose rows the caller reads).
 """
 from __future__ import annotations
 
@@ -79,7 +81,7 @@ class Searcher:
     (brandmind/storage/recallindex.py: the vectors and the columns ranking needs, as arrays),
     the scores brandmind/scoring.py; this class gathers the structural candidates
     (neighbouring turns, the graph, the newest and most important memories) and runs the
-    stages in order.  Rows are read from SQLite only for the texts of the final k."""
+    stages in order.  No text is read: the caller reads the rows of the final k."""
 
     def __init__(self, index: SearchIndex) -> None:
         self.index = index
@@ -97,7 +99,8 @@ class Searcher:
                      vec_rank=np.zeros(n) if vec_rank is None else vec_rank,
                      kw_rank=np.zeros(n) if kw_rank is None else kw_rank, speaker=c["speaker"][pos],
                      created=c["created"][pos], valid_from=c["valid_from"][pos], importance=c["importance"][pos],
-                     turn=c["turn"][pos] == 1, episode=c["episode"][pos])
+                     turn=c["turn"][pos] == 1, episode=c["episode"][pos], thash=c["thash"][pos],
+                     dated=c["dated"][pos] == 1)
 
     def _pool(self, q: Query, ri: RecallIndex, m: np.ndarray) -> tuple[Pool, np.ndarray, Signals]:
         """The first candidates (vector, keyword, newest / most important); returns the
@@ -111,7 +114,8 @@ class Searcher:
             ok[ok] = m[at[ok]]
             return set(np.asarray(rowids, np.int64)[ok].tolist())
 
-        # one after the other: in a second thread the keyword query measured slower (the GIL)
+        # one after the other: in a second thread the keyword query measured slower (the GIL),
+        # beside the vector scan and beside the query's embedding alike (2026-11-28)
         vpos, vcos = ri.nearest(q.vector, m, n)
         kw = self.index.keyword_candidates(q.text, f, n, passing)
         kpos = ri.positions([r for r, _ in kw])  # every one passes ``m`` (``passing``)
@@ -270,7 +274,7 @@ class Searcher:
         if q.weights.access:  # how often recall returned each one (device-local counts)
             hits, last = self.index.access(p.cols["rowid"].tolist())
             scoring.add_access(p, scoring.access_bonus(q.weights, hits, last, clock.now_millis()))
-        return scoring.rank(p, signals, q.k, lambda rowids: search.texts_of(self.sql, rowids), explain=q.explain)
+        return scoring.rank(p, signals, q.k, explain=q.explain)
 
 
 def searcher(store: object) -> Searcher:

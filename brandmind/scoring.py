@@ -1,6 +1,7 @@
 """Recall's scorer: pure functions from the candidate pool (arrays of their columns and raw
 signal values, :class:`Pool`) and the weights to one ranked, deduplicated list, computed for
-the whole pool at once.  No I/O (the texts the deduplication needs come from a callback):
+the whole pool at once.  No I/O (what deduplication and the "when" bonus need of the texts are
+columns: ``thash``, ``dated``):
 brandmind/recall.py gathers the candidates (``Searcher``) and calls these; the formula is in
 recall.py's docstring::
 
@@ -17,15 +18,12 @@ candidates it brings in ``Searcher`` (recall.py), and a row in tests/test_recall
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from .timewords import says_when
 
-_SPACE = re.compile(r"\s+")
 DAY_MS = 86_400_000
 NO_TIME = np.iinfo(np.int64).min  # valid_from unknown
 # a time window also takes what was said within this long after it ends: the events of a day
@@ -80,7 +78,7 @@ class Signals:
 # the columns of a pool, in order: name -> dtype
 FIELDS = {"rowid": np.int64, "cos": np.float64, "bm25": np.float64, "vec_rank": np.int64, "kw_rank": np.int64,
           "speaker": np.int64, "created": np.int64, "valid_from": np.int64, "importance": np.float64,
-          "turn": bool, "episode": np.int64}
+          "turn": bool, "episode": np.int64, "thash": np.uint64, "dated": bool}
 BASE = ("vector", "keyword", "speaker", "time", "recency", "importance")
 
 
@@ -192,12 +190,11 @@ def add_graph(p: Pool, reached: dict[int, tuple[float, dict]]) -> None:
         p.via[i] = via
 
 
-def rank(p: Pool, s: Signals, k: int, texts: Callable[[list[int]], dict[int, str]],
-         explain: bool = True) -> list[dict]:
+def rank(p: Pool, s: Signals, k: int, explain: bool = True) -> list[dict]:
     """The pool (base scores set, ``prev``/``next`` linked) ranked: context and episode
-    scores, best first (ties: lower rowid), deduplicated by text (case and spacing ignored;
-    ``texts`` gives the texts of rowids), cut to ``k``: ``[{"rowid", "score", "signals"}]``
-    (``signals`` only when ``explain``)."""
+    scores, best first (ties: lower rowid), one entry per text (``thash``: case and spacing
+    ignored), cut to ``k``: ``[{"rowid", "score", "signals"}]`` (``signals`` only when
+    ``explain``)."""
     w, c = s.weights, p.cols
     if not len(p):
         return []
@@ -213,51 +210,28 @@ def rank(p: Pool, s: Signals, k: int, texts: Callable[[list[int]], dict[int, str
     np.maximum.at(best_in, group, context)
     episode = w.episode * best_in[group]
     score = context + episode
-    read: dict[int, str] = {}
-
-    def text_of(rowids: list[int]) -> dict[int, str]:
-        want = [r for r in rowids if r not in read]
-        if want:
-            read.update(texts(want))
-        return read
-
-    dated = said_when(p, score, s, k, text_of)
+    dated = said_when(p, score, s, k)
     score = score + dated
     order = np.lexsort((c["rowid"], -score))
+    _, first = np.unique(c["thash"][order], return_index=True)  # the best entry of each text
     out: list[dict] = []
-    seen: set[str] = set()
-    step = max(2 * k, 16)
-    for i in range(0, len(order), step):
-        chunk = order[i:i + step]
-        text = text_of(c["rowid"][chunk].tolist())
-        for j in chunk:
-            rowid = int(c["rowid"][j])
-            norm = _SPACE.sub(" ", text.get(rowid, "").strip().lower())
-            if norm in seen:
-                continue
-            seen.add(norm)
-            hit: dict = {"rowid": rowid, "score": float(score[j])}
-            if explain:
-                hit["signals"] = shown(_signals(p, s, int(j), float(neighbor[j]), float(episode[j]),
-                                                float(dated[j])))
-            out.append(hit)
-            if len(out) >= k:
-                return out
+    for j in order[np.sort(first)[:k]].tolist():
+        hit: dict = {"rowid": int(c["rowid"][j]), "score": float(score[j])}
+        if explain:
+            hit["signals"] = shown(_signals(p, s, j, float(neighbor[j]), float(episode[j]), float(dated[j])))
+        out.append(hit)
     return out
 
 
-def said_when(p: Pool, score: np.ndarray, s: Signals, k: int,
-              texts: Callable[[list[int]], dict[int, str]]) -> np.ndarray:
+def said_when(p: Pool, score: np.ndarray, s: Signals, k: int) -> np.ndarray:
     """The ``dated`` bonus of each entry: when the query asks when something happened, the
-    best ``max(DATED_POOL, 2 k)`` entries whose text says when (timewords.says_when: the
-    answer to a "when" is a turn that dates what it tells) gain ``weight_dated``."""
+    best ``max(DATED_POOL, 2 k)`` entries whose text says when (``dated``: timewords.says_when,
+    the answer to a "when" is a turn that dates what it tells) gain ``weight_dated``."""
     out = np.zeros(len(p))
     if not s.asks_when or not s.weights.dated:
         return out
     top = np.lexsort((p.cols["rowid"], -score))[:max(DATED_POOL, 2 * k)]
-    rowids = p.cols["rowid"][top].tolist()
-    text = texts(rowids)
-    out[top[[says_when(text.get(r, "")) for r in rowids]]] = s.weights.dated
+    out[top[p.cols["dated"][top]]] = s.weights.dated
     return out
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from brandmind.memory import Memory
 from brandmind.storage import recallindex
-from brandmind.storage.recallsql import rotate
+from brandmind.storage.recallsql import rotate, text_key
+from brandmind.timewords import says_when
 from brandmind.storage.search import Filters
 
 
@@ -79,6 +80,34 @@ def test_neighbour_links_follow_the_thread_order_after_adds_and_forgets(big):
     pos = ri.positions([r[0] for r in rows])
     got = {int(ri.cols["rowid"][p]): int(ri.cols["next"][p]) for p in pos if ri.cols["next"][p] >= 0}
     assert got == want
+
+
+def _text_columns_agree(mem: Memory) -> int:
+    ri = mem.store.searcher.recall_index()
+    texts = dict(mem.sql.conn.execute("SELECT rowid, text FROM memories").fetchall())
+    pos = ri.positions(sorted(texts))
+    assert (pos >= 0).all()
+    assert ri.cols["thash"][pos].tolist() == [text_key(texts[r]) for r in sorted(texts)]
+    assert ri.cols["dated"][pos].tolist() == [says_when(texts[r]) for r in sorted(texts)]
+    return len(texts)
+
+
+def test_recall_shows_one_memory_per_text_from_the_index_columns(store):
+    with Memory() as mem:
+        a = mem.remember("Ann keeps the spare key under the blue pot")["id"]
+        mem.remember("ann keeps the  spare key under the BLUE pot ")
+        mem.remember("Ann moved the spare key on 12 May 2023")
+        got = [h["id"] for h in mem.recall("where is the spare key", k=5)]
+        assert len(got) == 2 and a in got  # the older of two equal texts (equal scores: lower rowid)
+        _text_columns_agree(mem)  # caught up in this process
+        (rowid,) = mem.sql.conn.execute("SELECT rowid FROM memories WHERE id = ?", (a,)).fetchone()
+        mem.forget(a)
+        assert len(mem.recall("where is the spare key", k=5)) == 2  # the other copy now shows
+        ri = mem.store.searcher.recall_index()
+        (pos,) = ri.positions([rowid], live=False)
+        assert ri.cols["alive"][pos] == 0 and ri.cols["thash"][pos] == 0  # no key of a forgotten text left
+    with Memory() as mem:
+        assert _text_columns_agree(mem) == 2  # from the file
 
 
 def test_a_torn_or_foreign_file_is_rebuilt_not_trusted(store):

@@ -9,6 +9,8 @@ import pytest
 
 from brandmind import scoring
 from brandmind.scoring import Pool, Signals, Weights
+from brandmind.storage.recallsql import text_key
+from brandmind.timewords import says_when
 
 DAY = 86_400_000
 NOW = 1_000 * DAY
@@ -27,7 +29,7 @@ def cand(rowid: int, *, cos: float = 0.0, bm25: float | None = None, vec_rank: i
             "kw_rank": kw_rank, "speaker": SPEAKERS.get(speaker, -1), "created": created,
             "valid_from": scoring.NO_TIME if valid_from is None else valid_from, "importance": importance,
             "turn": episode is not None, "episode": hash(episode) & 0xFFFFFF if episode else 0,
-            "_base": base, "_prev": prev, "_next": next}
+            "thash": text_key(f"memory {rowid}"), "dated": False, "_base": base, "_prev": prev, "_next": next}
 
 
 def pool(*cands: dict) -> Pool:
@@ -41,8 +43,13 @@ def pool(*cands: dict) -> Pool:
     return p
 
 
-def texts_from(**texts: str):
-    return lambda rowids: {r: texts.get(f"m{r}", f"memory {r}") for r in rowids}
+def with_texts(p: Pool, **texts: str) -> Pool:
+    """The pool with the texts ``m<rowid>=...`` as the recall index keeps them (their key and
+    whether they say when); the others are "memory <rowid>"."""
+    for i, rowid in enumerate(p.cols["rowid"].tolist()):
+        text = texts.get(f"m{rowid}", f"memory {rowid}")
+        p.cols["thash"][i], p.cols["dated"][i] = text_key(text), says_when(text)
+    return p
 
 
 @dataclass
@@ -96,8 +103,7 @@ def test_base_score(cand, signals, base, parts):
     p = pool(cand)
     scoring.base_scores(p, signals)
     assert math.isclose(p.base[0], base)
-    (got,) = scoring.rank(p, replace(signals, weights=replace(signals.weights, neighbor=0, episode=0)), 1,
-                          texts_from())
+    (got,) = scoring.rank(p, replace(signals, weights=replace(signals.weights, neighbor=0, episode=0)), 1)
     assert got["signals"] == scoring.shown(parts)
     assert math.isclose(got["score"], base)
 
@@ -119,7 +125,7 @@ def test_add_graph_adds_each_bonus_to_its_entry_and_shows_how():
     p = pool(cand(1, base=0.5), cand(2, base=0.1))
     scoring.add_graph(p, {1: (0.2, {"from": "m_1", "via": "likes", "hops": 1})})
     assert p.base[0] == 0.5 and math.isclose(p.base[1], 0.3)
-    got = {g["rowid"]: g["signals"] for g in scoring.rank(p, Signals(Weights(neighbor=0, episode=0)), 5, texts_from())}
+    got = {g["rowid"]: g["signals"] for g in scoring.rank(p, Signals(Weights(neighbor=0, episode=0)), 5)}
     assert "graph" not in got[1] and got[2]["graph"] == {"score": 0.2, "from": "m_1", "via": "likes", "hops": 1}
 
 
@@ -152,28 +158,25 @@ W = Weights()  # neighbor 0.3, episode 0.5
      [(4, 0.5 * 1.3 * 1.5), (6, 0.4 * 1.3 * 1.5)]),
 ])
 def test_rank(cands, k, texts, want):
-    got = scoring.rank(cands, Signals(W), k, texts_from(**texts))
+    got = scoring.rank(with_texts(cands, **texts), Signals(W), k)
     assert [g["rowid"] for g in got] == [r for r, _ in want]
     for g, (_, score) in zip(got, want):
         assert math.isclose(g["score"], score)
 
 
-def test_rank_reads_texts_only_as_far_as_it_needs():
-    asked: list[int] = []
-
-    def texts(rowids):
-        asked.extend(rowids)
-        return {r: f"memory {r}" for r in rowids}
-
-    p = pool(*[cand(r, base=1.0 - r / 1000) for r in range(1, 200)])
-    assert len(scoring.rank(p, Signals(W), 3, texts)) == 3 and len(asked) < 20
+def test_rank_keeps_the_best_entry_of_each_text_in_score_order():
+    # 200 entries, 5 texts: the best of each text, best first, wherever in the pool it is
+    p = pool(*[cand(r, base=1.0 - r / 1000) for r in range(1, 201)])
+    with_texts(p, **{f"m{r}": f"text {r % 5}" for r in range(1, 201)})
+    assert [g["rowid"] for g in scoring.rank(p, Signals(W), 10)] == [1, 2, 3, 4, 5]
+    assert [g["rowid"] for g in scoring.rank(p, Signals(W), 3)] == [1, 2, 3]
 
 
 def test_rank_shows_each_signal_rounded():
     p = pool(cand(1, cos=0.123456, vec_rank=1, created=NOW - int(12.3456 * DAY)))
     s = Signals(Weights(neighbor=0.3, episode=0, recency=1e-9, importance=0), now=NOW)
     scoring.base_scores(p, s)
-    (got,) = scoring.rank(p, s, 5, texts_from())
+    (got,) = scoring.rank(p, s, 5)
     assert got["signals"]["vector"] == {"score": 0.1235, "cosine": 0.1235, "rank": 1}
     assert got["signals"]["recency"] == {"score": 0.0, "age_days": 12.3}
     assert got["signals"]["neighbor"] == {"score": round(0.3 * float(p.base[0]), 4)}
@@ -191,21 +194,21 @@ def test_weights_come_from_config():
 
 def test_a_when_question_lifts_the_best_entries_that_say_when():
     p = pool(cand(1, base=1.0), cand(2, base=0.95), cand(3, base=0.92), cand(4, base=0.91))
-    texts = texts_from(m1="Ann: I like tea", m2="Bob: we met yesterday", m3="Cid: back in May 2023",
-                       m4="Dan: the 12th was fun")
+    with_texts(p, m1="Ann: I like tea", m2="Bob: we met yesterday", m3="Cid: back in May 2023",
+               m4="Dan: the 12th was fun")
     w = Weights(neighbor=0, episode=0)
-    got = scoring.rank(p, Signals(w, asks_when=True), 4, texts)
+    got = scoring.rank(p, Signals(w, asks_when=True), 4)
     assert [g["rowid"] for g in got] == [2, 3, 4, 1]
     assert got[0]["signals"]["dated"] == {"score": w.dated} and "dated" not in got[3]["signals"]
     assert math.isclose(got[0]["score"], 0.95 + w.dated)
     # not asked when, or the weight off: the order of the base scores
     for s in (Signals(w), Signals(replace(w, dated=0), asks_when=True)):
-        assert [g["rowid"] for g in scoring.rank(p, s, 4, texts)] == [1, 2, 3, 4]
+        assert [g["rowid"] for g in scoring.rank(p, s, 4)] == [1, 2, 3, 4]
 
 
 def test_only_the_best_entries_are_checked_for_a_statement_of_when():
     n = scoring.DATED_POOL + 5
     p = pool(*[cand(r, base=1.0 - r / 1000) for r in range(1, n + 1)])
-    texts = texts_from(**{f"m{n}": "we met yesterday", f"m{scoring.DATED_POOL}": "we met on Friday"})
-    got = [g["rowid"] for g in scoring.rank(p, Signals(Weights(neighbor=0, episode=0), asks_when=True), 5, texts)]
+    with_texts(p, **{f"m{n}": "we met yesterday", f"m{scoring.DATED_POOL}": "we met on Friday"})
+    got = [g["rowid"] for g in scoring.rank(p, Signals(Weights(neighbor=0, episode=0), asks_when=True), 5)]
     assert got == [scoring.DATED_POOL, 1, 2, 3, 4]  # the last one, lifted, would be second

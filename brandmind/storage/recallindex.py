@@ -17,7 +17,10 @@ file is rewritten):
   created_at, valid_from / valid_to / retired_at (bi-temporal validity), importance,
   whether the memory is a conversation turn, its episode (a 64-bit key) and speaker, and
   its neighbouring turns in the thread (``prev`` / ``next`` rowids, computed when the row
-  is indexed).
+  is indexed);
+* what ranking would otherwise read texts for: ``thash``, a 64-bit key of the text (case
+  and spacing ignored: recall shows one memory per text) and ``dated``, whether the text
+  says when something happened (a "when" question's bonus): computed when the row is indexed.
 
 Kept in step with SQLite (itself a projection of the op log): rows past the highest live
 rowid are new; every update or delete of a memory, and every vector that arrives later
@@ -46,7 +49,9 @@ from ..clock import now_millis
 from .expiry import expired_rowids
 from .indexfile import COLUMNS, IndexFile, hamming, remove_abandoned, rotation, scrub, signs, smallest
 from .recallsql import (ReadSnapshot, all_rows, all_vectors, changed_rowids, epoch, episode_key, last_change,
-                        memory_total, neighbours_of, rotate, rows_after, rows_of, stored_vectors_of, turn_order)
+                        memory_total, neighbours_of, rotate, rows_after, rows_of, stored_vectors_of, text_key,
+                        turn_order)
+from ..timewords import says_when
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sqlstore import SQLStore
@@ -261,6 +266,8 @@ class RecallIndex:
         cols["turn"][pos] = [t is not None for t in r[9]]
         cols["episode"][pos] = [episode_key(u, t, e) for u, t, e in zip(r[1], r[9], r[10])]
         cols["speaker"][pos] = [-1 if v is None else code("speaker", v) for v in r[11]]
+        cols["thash"][pos] = [text_key(t) for t in r[12]]
+        cols["dated"][pos] = [says_when(t) for t in r[12]]
         cols["prev"][pos] = -1
         cols["next"][pos] = -1
 
@@ -369,6 +376,8 @@ class RecallIndex:
         self.cols["vec"][old] = 0
         self.cols["vscale"][old] = 0
         self.cols["code"][:, old] = 0
+        self.cols["thash"][old] = 0
+        self.cols["dated"][old] = 0
         if gone and self.path is not None:
             scrub(self.path, sorted(gone))  # a forgotten memory's vector leaves the file too
             if self._saving is not None:

@@ -4,6 +4,8 @@ and the reads an index is built and kept in step from, in one read snapshot.
 """
 from __future__ import annotations
 
+import hashlib
+import re
 import secrets
 import zlib
 from functools import lru_cache
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from ..sqlstore import SQLStore
 
+_SPACE = re.compile(r"\s+")
 CHANGES_KEEP = 1 << 20        # mem_changes rows kept (a file further behind is rebuilt)
 
 SCHEMA = (
@@ -29,7 +32,7 @@ SCHEMA = (
 )
 
 ROW_SQL = ("SELECT m.rowid, m.user_id, coalesce(m.agent_id, ''), m.type, m.created_at, m.valid_from, m.valid_to, "
-           "m.retired_at, m.importance, m.thread, m.episode, m.speaker FROM memories m")
+           "m.retired_at, m.importance, m.thread, m.episode, m.speaker, coalesce(m.text, '') FROM memories m")
 
 
 def epoch(sql: "SQLStore") -> str:
@@ -233,6 +236,13 @@ class ReadSnapshot:
 
     def __exit__(self, *exc: Any) -> None:
         self.conn.execute("RELEASE recall_index")
+
+
+def text_key(text: str) -> int:
+    """A 64-bit key of a memory's text with case and spacing ignored: recall shows one
+    memory per key (equal keys: the same text, but for a 2**-64 chance)."""
+    norm = _SPACE.sub(" ", text.strip().lower()).encode()
+    return int.from_bytes(hashlib.blake2b(norm, digest_size=8).digest(), "little")
 
 
 def episode_key(user: str, thread: str | None, episode: str | None) -> int:

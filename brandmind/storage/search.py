@@ -139,12 +139,6 @@ def ids_of(sql: "SQLStore", rowids: list[int]) -> dict[int, str]:
     return dict(sql.conn.execute(f"SELECT rowid, id FROM memories WHERE rowid IN ({_marks(rowids)})", rowids).fetchall())
 
 
-def texts_of(sql: "SQLStore", rowids: list[int]) -> dict[int, str]:
-    """rowid -> text, of the rowids that exist."""
-    return dict(sql.conn.execute(f"SELECT rowid, text FROM memories WHERE rowid IN ({_marks(rowids)})",
-                                 rowids).fetchall())
-
-
 @dataclass
 class Filters:
     user: str
