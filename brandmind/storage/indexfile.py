@@ -220,15 +220,25 @@ def scrub_names(path: Path) -> None:
         pass
 
 
+HAMMING_CHUNK = 32768  # rows per pass of ``hamming``: its temporaries stay in the CPU cache
+
+
 def hamming(code: np.ndarray, qcode: np.ndarray, n: int) -> np.ndarray:
-    """Hamming distances of ``qcode`` to the first ``n`` codes (column-major words)."""
-    tmp = np.empty(n, np.uint64)
-    bits = np.empty(n, np.uint8)
-    dist = np.zeros(n, np.uint16)
-    for w in range(code.shape[0]):
-        np.bitwise_xor(code[w, :n], qcode[w], out=tmp)
-        np.bitwise_count(tmp, out=bits)
-        dist += bits
+    """Hamming distances of ``qcode`` to the first ``n`` codes (column-major words), a chunk of
+    rows at a time (at 1,000,000 rows: 21 -> 14 ms for half the words, against one pass per word
+    over every row, whose 8 MB temporaries left the cache between its three ufuncs)."""
+    dist = np.empty(n, np.uint16)
+    step = max(1, min(n, HAMMING_CHUNK))
+    tmp = np.empty(step, np.uint64)
+    bits = np.empty(step, np.uint8)
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        d, t, c = dist[a:b], tmp[:b - a], bits[:b - a]
+        d[:] = 0
+        for w in range(code.shape[0]):
+            np.bitwise_xor(code[w, a:b], qcode[w], out=t)
+            np.bitwise_count(t, out=c)
+            d += c
     return dist
 
 
