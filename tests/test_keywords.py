@@ -76,9 +76,9 @@ def _count_rankings(monkeypatch) -> list:
     calls: list = []
     real = keywords.ranked
 
-    def counting(sql, rare, other, limit):  # type: ignore[no-untyped-def]
+    def counting(sql, rare, other, limit, newest=None):  # type: ignore[no-untyped-def]
         calls.append(limit)
-        return real(sql, rare, other, limit)
+        return real(sql, rare, other, limit, newest)
 
     monkeypatch.setattr(keywords, "ranked", counting)
     return calls
@@ -139,3 +139,29 @@ def test_frequencies_outlive_writes_that_barely_move_n(store, monkeypatch) -> No
             mem.remember(f"another note {i}")  # 46: past it
         kw.words("weather report")
         assert len(read) == 2
+
+
+def test_a_candidate_word_in_too_many_memories_ranks_only_its_newest(store, monkeypatch) -> None:
+    with Memory() as mem:
+        mem.ingest([{"role": "user", "content": f"filler note {i} about something else"} for i in range(200)])
+        kayak = [mem.remember("kayak lake" if i == 0 else f"kayak trip {i} with lake" if i in (5, 10, 11)
+                              else f"kayak trip {i}")["id"] for i in range(12)]
+        for j in range(11):
+            mem.remember(f"lake view {j}")
+        rowid = dict(mem.sql.conn.execute("SELECT id, rowid FROM memories").fetchall())
+        newest4 = [rowid[m] for m in kayak[-4:]]
+        user = mem.store.user(None)
+        # uncapped, the short "kayak lake" (the oldest) is the best hit
+        assert _exact(mem, ["kayak", "lake"], user, 1)[0][0] == rowid[kayak[0]]
+        monkeypatch.setattr(keywords, "CANDIDATE_POSTINGS", 1)  # "kayak" (12) chooses, "lake" (15) scores
+        monkeypatch.setattr(keywords, "NEWEST_RANKED", 1)       # the window: max(1, 4 x n) = 4 rows
+        assert mem.store.searcher.keywords.words("kayak lake") == (["kayak"], ["lake"])
+        calls = _count_rankings(monkeypatch)
+        got = _candidates(mem, "kayak lake", 1)
+        # only the newest four memories holding "kayak" were ranked, by both words: one with "lake" wins
+        marks = ",".join("?" * 4)
+        want = mem.sql.conn.execute(
+            f"SELECT rowid, bm25(memories_fts) AS s FROM memories_fts WHERE memories_fts MATCH ? AND rowid IN ({marks}) "
+            "ORDER BY s, rowid LIMIT 1", [keywords.keyword_query(["kayak", "lake"]), *newest4]).fetchall()
+        assert [r for r, _ in got] == [want[0][0]] and want[0][0] in (rowid[kayak[10]], rowid[kayak[11]])
+        assert got[0][1] == pytest.approx(-want[0][1]) and calls == [4]
