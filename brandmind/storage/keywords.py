@@ -42,7 +42,7 @@ COMMON_SHARE = 0.1           # keyword search skips words found in more than thi
 COMMON_MIN_DOCS = 20         # ... once the store holds at least this many
 MAX_POSTINGS = 20_000        # ... and keeps its rarest words within this many postings in all
 CANDIDATE_POSTINGS = 2_000   # of those, the rarest within this many choose the candidates
-NEWEST_RANKED = 10**12        # candidate words in more memories than this: only the newest this many are ranked
+NEWEST_RANKED = 5_000        # candidate words in more memories than this: only the newest this many are ranked
 DF_STALE_SHARE = 0.01        # document frequencies are read again once N moved by this share
 STOPWORDS = frozenset("""
 a about above after again against all am an and any are as at be because been before being
