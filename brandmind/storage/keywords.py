@@ -260,20 +260,26 @@ class KeywordSearch:
     def words(self, query: str, cap: int | None = -1, candidates: int | None = -1) -> tuple[list[str], list[str]]:
         """``(rare, other)`` words of the query (:func:`split_words`; -1: ``MAX_POSTINGS``,
         ``CANDIDATE_POSTINGS``)."""
+        return self._split(query, cap, candidates)[:2]
+
+    def _split(self, query: str, cap: int | None = -1,
+               candidates: int | None = -1) -> tuple[list[str], list[str], dict[str, int]]:
+        """``words`` and the postings of each word ({} below ``COMMON_MIN_DOCS`` memories)."""
         words = query_words(query)
         if not words:
-            return [], []
+            return [], [], {}
         total = self.total()
         freq = self.frequencies(words) if total >= COMMON_MIN_DOCS else {}
-        return split_words(words, freq, total, MAX_POSTINGS if cap == -1 else cap,
-                           CANDIDATE_POSTINGS if candidates == -1 else candidates)
+        rare, other = split_words(words, freq, total, MAX_POSTINGS if cap == -1 else cap,
+                                  CANDIDATE_POSTINGS if candidates == -1 else candidates)
+        return rare, other, freq
 
     def candidates(self, query: str, where: str, args: list, n: int,
                    check: Check | None = None) -> list[tuple[int, float]]:
         """The best ``n`` keyword candidates passing ``where`` (or ``check``, which answers
         the same from memory): ``(rowid, -bm25)``, best first."""
-        rare, other = self.words(query)
-        postings = sum(self.frequencies(rare).values()) if rare and self.total() >= COMMON_MIN_DOCS else 0
+        rare, other, freq = self._split(query)
+        postings = sum(freq.get(w, 0) for w in rare)
         window = max(NEWEST_RANKED, 4 * n)  # at least keyword_hits' pool: a full window fills it
         newest = window if postings > window else None
         return [(r[0], -float(r[1])) for r in keyword_hits(self.sql, rare, other, where, args, n, check, newest)]
