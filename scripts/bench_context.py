@@ -51,10 +51,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_locomo import DEFAULT_LOCOMO, USER, build_store, dia_ids, messages, question_time
-from bmcmd import find_bm
+from bmcmd import find_bm, shared_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_REALTALK = ROOT.parent / "shared" / "bench" / "realtalk"
+DEFAULT_REALTALK = shared_dir() / "bench" / "realtalk"
 DATASETS = {"locomo": DEFAULT_LOCOMO / "locomo-dev.json", "realtalk": DEFAULT_REALTALK / "realtalk-dev.json"}
 BUDGETS = (500, 1000, 2000, 4000)
 CATEGORIES = (1, 2, 3, 4)

@@ -32,6 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+from bmcmd import shared_dir  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -39,9 +41,7 @@ from brandmind.embed.local import VARIANTS, LocalEmbedder  # noqa: E402
 
 
 def find_locomo() -> Path | None:
-    candidates = [os.environ.get("BM_LOCOMO", "")]
-    for base in (ROOT, *ROOT.parents):
-        candidates.append(str(base / "shared" / "bench" / "locomo" / "locomo-dev.json"))
+    candidates = [os.environ.get("BM_LOCOMO", ""), str(shared_dir() / "bench" / "locomo" / "locomo-dev.json")]
     for c in candidates:
         if c and Path(c).is_file():
             return Path(c)

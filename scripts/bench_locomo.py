@@ -40,10 +40,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bmcmd import find_bm  # noqa: E402
+from bmcmd import find_bm, shared_dir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_LOCOMO = ROOT.parent / "shared" / "bench" / "locomo"
+DEFAULT_LOCOMO = shared_dir() / "bench" / "locomo"
 USER = "locomo"
 
 

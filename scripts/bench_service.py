@@ -44,10 +44,11 @@ from pathlib import Path
 from typing import Callable
 
 import bench_speed as bs  # LoCoMo turns -> distinct store texts, questions
+import bmcmd
 from benchlib import Shell, VectorWatch, load, log, ms, pct
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared" / "bench"
+SHARED = bmcmd.shared_dir() / "bench"
 SECTIONS = ("recall", "turn", "writes", "remote")
 USER = "U"
 

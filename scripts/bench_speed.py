@@ -72,7 +72,7 @@ from typing import Iterator
 import bmcmd  # scripts/bmcmd.py: this folder is on sys.path when a script runs
 
 REPO = Path(__file__).resolve().parent.parent
-LOCOMO = REPO.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"  # the checkout-relative ../shared/
+LOCOMO = bmcmd.shared_dir() / "bench" / "locomo" / "locomo-dev.json"  # ../shared/ or $BM_SHARED_DIR
 TEXTS_VERSION = 1  # bump when the generated store texts change (invalidates cached stores)
 SECTIONS = ("help", "cold", "recall", "ingest", "text")
 

@@ -14,8 +14,9 @@ from brandmind.tokens import RegexCounter
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import bench_context as bc
+from bmcmd import shared_dir
 
-SCORER = ROOT.parent / "shared" / "bench" / "locomo"
+SCORER = shared_dir() / "bench" / "locomo"
 
 TURNS = [
     ("Ann", "I adopted a grey cat called Pepper from the shelter."),
@@ -80,7 +81,7 @@ def test_the_sections_of_a_real_block(store):
     assert not bc.contains(bc.norm(parts["memories"]), bc.norm(TURNS[0][1]))
 
 
-@pytest.mark.skipif(not (SCORER / "locomo_retrieval_eval.py").is_file(), reason="needs ../shared/bench/locomo")
+@pytest.mark.skipif(not (SCORER / "locomo_retrieval_eval.py").is_file(), reason="needs ../shared/bench/locomo (or $BM_SHARED_DIR)")
 def test_evaluate_a_tiny_conversation(store):
     sys.path.insert(0, str(SCORER))
     counter = RegexCounter()

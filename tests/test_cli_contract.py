@@ -7,6 +7,7 @@ import json
 import os
 import re
 import select
+import shlex
 import subprocess
 import time
 
@@ -336,8 +337,12 @@ def test_version_short_flag_and_shell_completion(bm):
     assert bm("-V").out.strip() == f"bm {__version__}"
     top = bm("--help").out
     assert "--install-completion" in top and "--show-completion" in top
-    script = run_bm("--show-completion", "bash")
-    assert script.code == 0 and "_bm_completion" in script.out, script
+    # typer finds the shell among bm's parent processes (shellingham): run it from bash, as a
+    # user does (under a pytest-xdist worker no shell may be among the parents)
+    # (bash execs a lone command in place of itself: the ``exit`` after it keeps bash its parent)
+    cmd = " ".join(shlex.quote(c) for c in BM_CMD) + " --show-completion; exit $?"
+    script = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert script.returncode == 0 and "_bm_completion" in script.stdout, script
     words = run_bm(env={"_BM_COMPLETE": "complete_bash", "COMP_WORDS": "bm rec", "COMP_CWORD": "1"})
     assert words.code == 0 and "recall" in words.out.split(), words
     opts = run_bm(env={"_BM_COMPLETE": "complete_bash", "COMP_WORDS": "bm recall --si", "COMP_CWORD": "2"})

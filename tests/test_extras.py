@@ -288,7 +288,15 @@ def test_scripts_find_shared_data_relative_to_the_checkout():
         spec.loader.exec_module(bench)
     finally:
         sys.path.remove(str(ROOT / "scripts"))
-    assert bench.LOCOMO == ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
+    shared = ROOT.parent / "shared"
+    assert bench.LOCOMO == shared / "bench" / "locomo" / "locomo-dev.json" or os.environ.get("BM_SHARED_DIR")
+    # $BM_SHARED_DIR points a clone elsewhere at the data (every script asks scripts/bmcmd.py)
+    out = subprocess.run([sys.executable, "-c", "import bmcmd; print(bmcmd.shared_dir())"], cwd=ROOT / "scripts",
+                         env={**os.environ, "BM_SHARED_DIR": "/elsewhere/data"}, capture_output=True, text=True)
+    assert out.stdout.strip() == "/elsewhere/data", out
+    for name in ("bench_context.py", "bench_locomo.py", "bench_service.py", "bench_speed.py"):
+        text = (ROOT / "scripts" / name).read_text(encoding="utf-8")
+        assert '/ "shared"' not in text and "shared_dir()" in text, name
 
 
 # -- the built model: one cache per user, shared by every store --------------------------------------
