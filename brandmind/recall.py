@@ -117,9 +117,7 @@ class Searcher:
         # one after the other: in a second thread the keyword query measured slower (the GIL),
         # beside the vector scan and beside the query's embedding alike (2026-11-28)
         vpos, vcos = ri.nearest(q.vector, m, n)
-        kw = self.index.keyword_candidates(q.text, f, n, passing)
-        kpos = ri.positions([r for r, _ in kw])  # every one passes ``m`` (``passing``)
-        kscore = np.array([s for _, s in kw], np.float64)
+        kpos, kscore = ri.keywords(q.text, m, n)  # every one passes ``m``
         krank = np.arange(1, len(kpos) + 1)
         extra = ri.extremes(m, EXTRA_CANDIDATES, newest=bool(w.recency), important=bool(w.importance))
         p = Pool.of(**{k: [] for k in scoring.FIELDS})

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from brandmind.memory import Memory
-from brandmind.storage import recallindex
+from brandmind.storage import kwindex, recallindex
+from brandmind.storage.indexfile import IndexFile
 from brandmind.storage.recallsql import rotate, text_key
 from brandmind.timewords import says_when
 from brandmind.storage.search import Filters
@@ -209,8 +210,8 @@ def test_a_forget_while_the_worker_writes_the_file_is_scrubbed_from_it(store, mo
         vec = np.asarray(mem.embedder.embed_documents([secret["text"]])[0], np.float32).tobytes()
         real = recallindex.RecallIndex._write
 
-        def write(self, old, keep):
-            out = real(self, old, keep)  # the new file holds the vector now
+        def write(self, old, keep, postings):
+            out = real(self, old, keep, postings)  # the new file holds the vector and the words now
             if not forgot:
                 forgot.append(mem.forget(secret["id"]))  # meanwhile, another request forgets it
             return out
@@ -220,6 +221,10 @@ def test_a_forget_while_the_worker_writes_the_file_is_scrubbed_from_it(store, mo
         monkeypatch.setattr(recallindex.RecallIndex, "_write", write)
         assert backlog.save_index(lambda: mem, threading.RLock())
         assert vec not in path.read_bytes()
+        # nor its words: no key of a stem only it held (storage/kwindex.py scrub)
+        keys = IndexFile.open(path).postings()[0]
+        assert kwindex.term_key("5521") not in set(keys.tolist()) and kwindex.term_key("pin") not in set(keys.tolist())
+        assert kwindex.term_key("canal") in set(keys.tolist())
         assert secret["id"] not in {h["id"] for h in mem.recall("bank pin", k=10)}
 
 

@@ -17,18 +17,22 @@ from typing import Any
 
 import numpy as np
 
+from . import kwindex
+
 MAGIC = b"BMRIDX01"
-VERSION = 5  # 5: ``thash`` and ``dated`` (4: ``vec`` int8 of the rotated vector (recallsql.quantise) with ``vscale``; 3: not rotated; 2: float32)
+VERSION = 6  # 6: keyword postings (storage/kwindex.py) and ``ntok``; 5: ``thash`` and ``dated`` (4: ``vec`` int8 of the rotated vector (recallsql.quantise) with ``vscale``; 3: not rotated; 2: float32)
 CODE_BITS = 2  # sign bits per dimension: the signs of the vector times ``rotation(dim)``
 ALIGN = 4096
 # the small columns: name -> dtype (code and vec are added with the store's dimension);
 # ``vscale``: 1 / the norm of the row's int8 vector (its cosine with a unit query is
 # ``vec . q * vscale``); ``thash``: recallsql.text_key of the text (recall shows one memory
-# per key); ``dated``: whether the text says when something happened (timewords.says_when)
+# per key); ``dated``: whether the text says when something happened (timewords.says_when);
+# ``ntok``: the text's tokens as FTS5 counts them (BM25's document length, storage/kwindex.py)
 COLUMNS = {"rowid": "<i8", "alive": "u1", "has_vec": "u1", "user": "<i4", "agent": "<i4", "type": "<i4",
            "created": "<i8", "valid_from": "<i8", "valid_to": "<i8", "retired": "<i8", "importance": "<f8",
            "turn": "u1", "episode": "<i8", "speaker": "<i4", "prev": "<i8", "next": "<i8", "vscale": "<f4",
-           "thash": "<u8", "dated": "u1"}
+           "thash": "<u8", "dated": "u1", "ntok": "<u2"}
+KW = (("keys", "<u8"), ("start", "<i8"), ("pos", "<i4"), ("tf", "<u2"))  # the postings after the dictionaries
 
 
 def _layout(cap: int, dim: int) -> tuple[list[tuple[str, str, tuple, int]], int]:
@@ -48,6 +52,18 @@ def _views(buf: Any, cap: int, dim: int) -> dict[str, np.ndarray]:
     specs, _ = _layout(cap, dim)
     return {name: np.frombuffer(buf, dt, int(np.prod(shape)), off).reshape(shape)
             for name, dt, shape, off in specs}
+
+
+def _kw_layout(header: dict) -> tuple[list[tuple[str, str, int, int]], int]:
+    """(name, dtype, length, offset) of the keyword postings after the dictionaries, and the end."""
+    terms, postings = (int(x) for x in header.get("kw", (0, 0)))
+    pos = _layout(int(header["capacity"]), int(header["dim"]))[1] + int(header.get("dicts_bytes", 0))
+    out = []
+    for (name, dt), count in zip(KW, (terms, terms + 1, postings, postings)):
+        pos = -(-pos // 8) * 8
+        out.append((name, dt, count, pos))
+        pos += np.dtype(dt).itemsize * count
+    return out, pos
 
 
 def _header(buf: Any) -> dict:
@@ -89,14 +105,20 @@ class IndexFile:
         self.shared = False  # a writable shared mapping of a new file (``create``)
         self.cap, self.dim = int(header["capacity"]), int(header["dim"])
         self.cols = _views(buf, self.cap, self.dim)
+        self.kw: tuple | None = None  # the keyword postings (storage/kwindex.py), once written
+
+    def postings(self) -> tuple | None:
+        """The keyword postings ``(keys, start, pos, tf)`` (views of a file's, copy-on-write)."""
+        if self.kw is None and "kw" in self.header:
+            self.kw = tuple(np.frombuffer(self.buf, dt, n, off) for _, dt, n, off in _kw_layout(self.header)[0])
+        return self.kw
 
     @classmethod
     def open(cls, path: Path) -> "IndexFile":
         with open(path, "rb") as fh:
             buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
         header = _header(buf)
-        end = _layout(header["capacity"], header["dim"])[1] + int(header.get("dicts_bytes", 0))
-        if header.get("version") != VERSION or len(buf) < end:
+        if header.get("version") != VERSION or "kw" not in header or len(buf) < _kw_layout(header)[1]:
             raise ValueError("unreadable recall index")
         return cls(buf, header)
 
@@ -123,12 +145,13 @@ class IndexFile:
         if self.shared and hasattr(mmap, "MADV_DONTNEED"):  # dirty pages stay dirty in the page cache
             self.buf.madvise(mmap.MADV_DONTNEED)
 
-    def finish(self, fh: Any, header: dict, final: Path | None) -> None:
-        """Write the header (and, in a file, the dictionaries after the arrays), sync, and
-        rename the file into place."""
+    def finish(self, fh: Any, header: dict, final: Path | None, kw: tuple) -> None:
+        """Write the header (and, in a file, the dictionaries and the keyword postings ``kw``
+        after the arrays), sync, and rename the file into place."""
         header = {**header, "version": VERSION, "capacity": self.cap, "dim": self.dim}
         tail = json.dumps(header.pop("dicts", {}), separators=(",", ":")).encode()
         header["dicts_bytes"] = len(tail)
+        header["kw"] = [len(kw[0]), len(kw[2])]
         raw = json.dumps(header, separators=(",", ":")).encode()
         if len(raw) > ALIGN - 16:
             raise ValueError("recall index header too large")
@@ -138,15 +161,21 @@ class IndexFile:
             self.buf.flush()
             fh.seek(_layout(self.cap, self.dim)[1])
             fh.write(tail)
+            for (_, dt, _, off), arr in zip(_kw_layout(header)[0], kw):
+                fh.seek(off)
+                fh.write(np.ascontiguousarray(arr, dt).data)
             fh.flush()
             os.fsync(fh.fileno())
             # from now on this process's changes stay its own (copy-on-write), like a reader's
             self.buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
             self.cols = _views(self.buf, self.cap, self.dim)
             self.shared = False
+            self.kw = None  # read from the new mapping
             if final is not None:
                 os.replace(fh.name, final)
             fh.close()
+        else:
+            self.kw = tuple(kw)
 
     def dicts(self) -> dict[str, list]:
         """The dictionaries stored after the arrays (a file's; empty for memory)."""
@@ -190,9 +219,11 @@ def scrub(path: Path, rowids: list[int]) -> int:
             want = np.asarray(sorted(rowids), np.int64)
             pos = np.minimum(np.searchsorted(have, want), max(len(have) - 1, 0))
             pos = pos[have[pos] == want] if len(have) else pos[:0]
-            for name in ("vec", "vscale", "alive", "has_vec", "thash", "dated"):
+            for name in ("vec", "vscale", "alive", "has_vec", "thash", "dated", "ntok"):
                 cols[name][pos] = 0
             cols["code"][:, pos] = 0
+            if "kw" in header:  # its keyword postings, and the key of a stem only it held
+                kwindex.scrub(*(np.frombuffer(buf, dt, n, off) for _, dt, n, off in _kw_layout(header)[0]), pos)
             buf.flush()
             del cols, have
             return len(pos)

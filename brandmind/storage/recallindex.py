@@ -47,6 +47,7 @@ import numpy as np
 from .. import clock
 from ..clock import now_millis
 from .expiry import expired_rowids
+from . import kwindex
 from .indexfile import COLUMNS, IndexFile, hamming, remove_abandoned, rotation, scrub, signs, smallest
 from .recallsql import (ReadSnapshot, all_rows, all_vectors, changed_rowids, epoch, episode_key, last_change,
                         memory_total, neighbours_of, rotate, rows_after, rows_of, stored_vectors_of, text_key,
@@ -90,6 +91,9 @@ class RecallIndex:
         self._mask: tuple[tuple, np.ndarray] | None = None
         self._saving: list[int] | None = None  # while ``save`` writes: the rowids forgotten meanwhile
         self._last_query: tuple[bytes, np.ndarray] = (b"", np.zeros(0, np.float32))  # (_rotated)
+        self.kw = kwindex.Postings(kwindex.empty(), 0)  # keyword postings (storage/kwindex.py)
+        self._stems: Any = None           # the FTS5 tokenizer, documents and queries
+        self._kw_stats: tuple[int, int, float] | None = None  # (version, N, average length)
         try:
             st = os.stat(sql.path)
             self.key: dict = {"inode": st.st_ino, "dev": st.st_dev, "epoch": epoch(sql), "dim": sql.dim}
@@ -124,6 +128,7 @@ class RecallIndex:
 
     def _adopt(self, f: IndexFile, dicts: dict, n: int, seq: int) -> None:
         self.file, self.n, self.seq = f, n, seq
+        self.kw = kwindex.Postings(f.postings() or kwindex.empty(), n)
         self.values = {d: list(dicts.get(d, [])) for d in DICTS}
         self.codes = {d: {v: i for i, v in enumerate(self.values[d])} for d in DICTS}
         self.behind = 0
@@ -150,22 +155,29 @@ class RecallIndex:
     def _header(self, n: int, seq: int) -> dict:
         return {"key": dict(self.key), "count": n, "seq": seq, "dicts": {d: list(v) for d, v in self.values.items()}}
 
-    def _publish(self, f: IndexFile, fh: Any, header: dict) -> bool:
+    def _publish(self, f: IndexFile, fh: Any, header: dict, kw: kwindex.Arrays) -> bool:
         """Finish a new file and rename it into place; whether a file was written (not when
         the index lives in memory only, or the disk refused)."""
         try:
-            f.finish(fh, header, self.path)
+            f.finish(fh, header, self.path, kw)
             return fh is not None
         except OSError:
             if fh is not None:
                 fh.close()
                 Path(fh.name).unlink(missing_ok=True)
+            f.kw = tuple(kw)  # the process keeps them in memory
             return False
 
-    def _finish(self, f: IndexFile, fh: Any, n: int, seq: int) -> None:
-        self._publish(f, fh, self._header(n, seq))
+    def _finish(self, f: IndexFile, fh: Any, n: int, seq: int, kw: kwindex.Arrays) -> None:
+        self._publish(f, fh, self._header(n, seq), kw)
         self.file, self.n, self.seq, self.behind = f, n, seq, 0
+        self.kw = kwindex.Postings(f.postings() or kwindex.empty(), n)
         self.version += 1
+
+    def _tokens(self) -> Any:
+        if self._stems is None:
+            self._stems = (kwindex.tokenizer(self.sql), kwindex.tokenizer(self.sql, query=True))
+        return self._stems
 
     def build(self) -> None:
         """Index every memory anew from SQLite (and write the file)."""
@@ -181,11 +193,13 @@ class RecallIndex:
             cols, n = f.cols, 0
             cols["rot"][:] = rotation(sql.dim)
             cur = all_rows(sql)
+            postings = kwindex.Builder()
             while True:
                 rows = list(islice(cur, 65536))
                 if not rows:
                     break
-                self._put(cols, np.arange(n, n + len(rows)), rows)
+                at = np.arange(n, n + len(rows))
+                postings.add(at, self._put(cols, at, rows))
                 n += len(rows)
             rowids = cols["rowid"][:n]
             batch: list[tuple[int, bytes]] = []
@@ -197,17 +211,22 @@ class RecallIndex:
                     f.release()
             self._put_vectors(cols, rowids, batch)
             self._link_all(cols, rowids, turn_order(sql))
-        self._finish(f, fh, n, seq)
+        self._finish(f, fh, n, seq, postings.arrays())
 
     def persist(self) -> None:
         """Write the arrays as they are now to a new file (live rows only) and map it."""
-        f, fh, m = self._write(self.cols, np.flatnonzero(self.cols["alive"][:self.n]))
-        self._finish(f, fh, m, self.seq)
+        keep = np.flatnonzero(self.cols["alive"][:self.n])
+        f, fh, m, kw = self._write(self.cols, keep, self.kw)
+        self._finish(f, fh, m, self.seq, kw)
 
-    def _write(self, old: dict, keep: np.ndarray) -> tuple[IndexFile, Any, int]:
-        """A new file holding the rows ``keep`` of the arrays ``old`` (header not written)."""
+    def _write(self, old: dict, keep: np.ndarray,
+               postings: kwindex.Postings) -> tuple[IndexFile, Any, int, kwindex.Arrays]:
+        """A new file holding the rows ``keep`` of the arrays ``old`` (header not written),
+        and the keyword postings of those rows."""
         f, fh = self._new_file(_capacity(len(keep)))
         m = len(keep)
+        remap = np.full(max(self.n, int(keep[-1]) + 1 if m else 0), -1, np.int64)
+        remap[keep] = np.arange(m)
         for i in range(0, m, 65536):
             part, dst = keep[i:i + 65536], slice(i, min(i + 65536, m))
             for name in COLUMNS:
@@ -216,7 +235,7 @@ class RecallIndex:
             f.cols["vec"][dst] = old["vec"][part]
             f.release()
         f.cols["rot"][:] = old["rot"]
-        return f, fh, m
+        return f, fh, m, postings.export(remap)
 
     def save(self, lock: Any = None) -> bool:
         """Write the file if this process caught up well beyond it (never in a search: at 1M
@@ -232,11 +251,12 @@ class RecallIndex:
             cols, behind = self.cols, self.behind
             keep = np.flatnonzero(cols["alive"][:self.n])
             header = self._header(len(keep), self.seq)
+            postings = self.kw.snapshot()
             self._saving = []
         written = False
         try:
-            f, fh, _ = self._write(cols, keep)
-            written = self._publish(f, fh, header)
+            f, fh, _, kw = self._write(cols, keep, postings)
+            written = self._publish(f, fh, header, kw)
         except OSError:
             pass  # no room for a new file: the old one stays
         finally:
@@ -248,8 +268,9 @@ class RecallIndex:
                         scrub(self.path, gone)
         return written
 
-    def _put(self, cols: dict, pos: np.ndarray, rows: list[tuple]) -> None:
-        """Set the small columns of ``rows`` (ROW_SQL's) at ``pos``; no vector yet."""
+    def _put(self, cols: dict, pos: np.ndarray, rows: list[tuple]) -> list:
+        """Set the small columns of ``rows`` (ROW_SQL's) at ``pos``; no vector yet.  Returns
+        each text's stems and their counts (its keyword postings)."""
         r = list(zip(*rows))
         code = self._code
         cols["rowid"][pos] = r[0]
@@ -270,6 +291,10 @@ class RecallIndex:
         cols["dated"][pos] = [says_when(t) for t in r[12]]
         cols["prev"][pos] = -1
         cols["next"][pos] = -1
+        stems = self._tokens()[0]
+        docs = [kwindex.counts(stems, t) for t in r[12]]
+        cols["ntok"][pos] = [min(d[0], kwindex.MAX_TF) for d in docs]
+        return [d[1] for d in docs]
 
     @staticmethod
     def _put_vectors(cols: dict, rowids: np.ndarray, items: list[tuple[int, bytes]]) -> None:
@@ -378,6 +403,9 @@ class RecallIndex:
         self.cols["code"][:, old] = 0
         self.cols["thash"][old] = 0
         self.cols["dated"][old] = 0
+        self.cols["ntok"][old] = 0
+        for p in old.tolist():
+            self.kw.drop(p)
         if gone and self.path is not None:
             scrub(self.path, sorted(gone))  # a forgotten memory's vector leaves the file too
             if self._saving is not None:
@@ -396,9 +424,11 @@ class RecallIndex:
         cols = self.cols
         in_place = [(r, p) for r, p in zip(rows, have) if p >= 0]
         if in_place:
-            self._put(cols, np.array([p for _, p in in_place]), [r for r, _ in in_place])
+            at = np.array([p for _, p in in_place])
+            self.kw.put(at, self._put(cols, at, [r for r, _ in in_place]))
         if fresh:
-            self._put(cols, np.arange(self.n, self.n + len(fresh)), fresh)
+            at = np.arange(self.n, self.n + len(fresh))
+            self.kw.put(at, self._put(cols, at, fresh))
             self.n += len(fresh)
         rid = cols["rowid"][:self.n]
         self._put_vectors(cols, rid, vectors)
@@ -490,6 +520,18 @@ class RecallIndex:
                 idx = idx[np.argpartition(-cols["importance"][idx], k - 1)[:k]]
             out.append(idx)
         return np.unique(np.concatenate(out))
+
+    def keywords(self, query: str, m: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``n`` best keyword hits passing ``m``: (positions, minus FTS5's bm25), best
+        first (storage/kwindex.py ``search``)."""
+        if self._kw_stats is None or self._kw_stats[0] != self.version:
+            live = self.cols["alive"][:self.n] == 1
+            count = int(live.sum())
+            tokens = float(self.cols["ntok"][:self.n][live].sum(dtype=np.int64))
+            self._kw_stats = (self.version, count, tokens / count if count else 0.0)
+        _, total, avg = self._kw_stats
+        return kwindex.search(self.kw, self._tokens()[1], query, self.cols["alive"], self.cols["ntok"], m, n,
+                              (self.n, total, avg))
 
     def _timed_positions(self) -> np.ndarray:
         """Positions of the memories that end or were retired (the rest are true now)."""
