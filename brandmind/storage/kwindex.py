@@ -266,9 +266,11 @@ def search(postings: Postings, stems: Callable[[str], list[str]], query: str, al
     if not words or n <= 0 or not total:
         return np.zeros(0, np.int64), np.zeros(0, np.float64)
     of = {w: stems(w) for w in words}
-    freq = ({w: max((postings.count(t) for t in of[w]), default=0) for w in words}
-            if rows >= COMMON_MIN_DOCS else {})
-    kept, _ = split_words(words, freq, rows, keywords.MAX_POSTINGS, None)
+    if total < COMMON_MIN_DOCS:  # a small store: every word
+        kept = words
+    else:
+        freq = {w: max((postings.count(t) for t in of[w]), default=0) for w in words}
+        kept, _ = split_words(words, freq, rows, keywords.MAX_POSTINGS, None)
     pos, score = bm25(postings, [t for w in kept for t in of[w]], alive, ntok, total, avg_len)
     ok = m[pos]
     pos, score = pos[ok], score[ok]
