@@ -5,9 +5,10 @@ Candidates (over-fetched, ``POOL`` of each):
 * vectors: the recall index (storage/recallindex.py, a memory-mapped file kept in step
   with SQLite): a Hamming pass over sign codes, then exact cosines of the nearest
   (an exact scan in small stores);
-* keywords: FTS5/BM25 over the query's rarest words, each quoted (FTS syntax in a query is
-  searched as text); words found in over ``COMMON_SHARE`` of memories are skipped
-  (storage/keywords.py); keyword hits add candidates, not only boosts;
+* keywords: BM25 over the recall index's postings (storage/kwindex.py: FTS5's tokens and
+  its ``bm25``, in arrays) of the query's words; words found in over ``COMMON_SHARE`` of
+  memories are skipped, the rarest within ``MAX_POSTINGS`` postings kept (storage/keywords.py);
+  keyword hits add candidates, not only boosts;
 * conversation structure: the turns just before and after each candidate turn in its
   thread and episode (a run of turns without a long pause, set at ingest);
 * the knowledge graph: memories reached in 1-2 hops from the entities (and typed links)
@@ -107,12 +108,6 @@ class Searcher:
         pool, the position of each entry, and what base scores need."""
         f, w = q.filters, q.weights
         n = max(POOL, POOL_PER_K * q.k)
-
-        def passing(rowids: list[int]) -> set[int]:
-            at = ri.positions(rowids)
-            ok = at >= 0
-            ok[ok] = m[at[ok]]
-            return set(np.asarray(rowids, np.int64)[ok].tolist())
 
         # one after the other: in a second thread the keyword query measured slower (the GIL),
         # beside the vector scan and beside the query's embedding alike (2026-11-28)

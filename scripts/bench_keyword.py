@@ -61,7 +61,7 @@ def exact(index, query: str, f, n: int) -> list[tuple[int, float]]:  # type: ign
     """Every non-common query word ranked by FTS5 bm25 over all its postings (no cap), then the filters."""
     from brandmind.storage import keywords
 
-    words, _ = index.keywords.words(query, cap=None, candidates=None)
+    words = index.selective_words(query, cap=None)
     match = keywords.keyword_query(words)
     return [] if match is None else [(r[0], -float(r[1])) for r in _unranked(index, match, f, n)]
 
@@ -71,7 +71,7 @@ def before(index, query: str, f, n: int) -> list[tuple[int, float]]:  # type: ig
     query of 4 n hits joined with memories, and a second unrestricted query when fewer than n passed."""
     from brandmind.storage import keywords
 
-    rare, _ = index.keywords.words(query, cap=20_000, candidates=None)
+    rare = index.selective_words(query, cap=20_000)
     match = keywords.keyword_query(rare)
     if match is None:
         return []
@@ -109,7 +109,7 @@ def measure(home: Path, questions: list[str], n_ref: int) -> dict:
     with Memory(home) as mem:
         index = mem.store.searcher
         f = Filters(user=mem.store.user(None))
-        size = index.keywords.total()
+        size = index.recall_index().summary()["rows"]
         t0 = time.perf_counter()
         index.keyword_candidates("warm-up: what did they talk about?", f, POOL)
         first = (time.perf_counter() - t0) * 1000

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from . import keywords
-from .keywords import COMMON_MIN_DOCS, query_words, split_words
+from .keywords import COMMON_MIN_DOCS, keep_words, query_words
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sqlstore import SQLStore
@@ -213,6 +213,13 @@ class Postings:
         return pack(np.concatenate(keys), np.concatenate(newpos), np.concatenate(tf))
 
 
+def lengths(alive: np.ndarray, ntok: np.ndarray) -> tuple[int, float]:
+    """(N, the live rows; their average token count): BM25's."""
+    live = alive == 1
+    count = int(live.sum())
+    return count, float(ntok[live].sum(dtype=np.int64)) / count if count else 0.0
+
+
 def bm25(postings: Postings, terms: list[str], alive: np.ndarray, ntok: np.ndarray, n_rows: int,
          avg_len: float) -> tuple[np.ndarray, np.ndarray]:
     """(positions, score) of the live rows holding any of ``terms``, in position order;
@@ -253,24 +260,30 @@ def scrub(keys: np.ndarray, start: np.ndarray, pos: np.ndarray, tf: np.ndarray, 
             keys[t] = keys[t - 1] if t > 0 else 0
 
 
+def kept_words(postings: Postings, stems: Callable[[str], list[str]], query: str, rows: int, total: int,
+               cap: int | None) -> tuple[list[str], dict[str, list[str]]]:
+    """The query's words that search (keywords.query_words: content words; those in over
+    ``COMMON_SHARE`` of the memories skipped, then the rarest within ``cap`` postings kept:
+    keywords.keep_words; every word in a store of fewer than ``COMMON_MIN_DOCS`` live memories),
+    and each word's stems.  ``rows``: the index's rows, dead ones included, as in the counts."""
+    words = query_words(query)
+    of = {w: stems(w) for w in words}
+    if total < COMMON_MIN_DOCS:
+        return words, of
+    freq = {w: max((postings.count(t) for t in of[w]), default=0) for w in words}
+    return keep_words(words, freq, rows, cap), of
+
+
 def search(postings: Postings, stems: Callable[[str], list[str]], query: str, alive: np.ndarray,
            ntok: np.ndarray, m: np.ndarray, n: int, stats: tuple[int, int, float]) -> tuple[np.ndarray, np.ndarray]:
     """The ``n`` best keyword hits passing ``m``: (positions, score), best first, ties by
-    position (rowid order).  Words: the query's content words (keywords.query_words), those
-    in over ``COMMON_SHARE`` of the memories skipped, the rarest within ``MAX_POSTINGS``
-    postings kept (keywords.split_words); every memory holding a kept word is scored on all of
-    them.  ``stats``: the rows (dead ones included, as in the counts that choose the words),
-    N and the average length of the live rows (BM25's)."""
-    words = query_words(query)
+    position (rowid order).  Every memory holding a kept word (:func:`kept_words`, within
+    ``MAX_POSTINGS``) is scored on all of them.  ``stats``: the index's rows (dead ones
+    included), N and the average length of the live rows (BM25's)."""
     rows, total, avg_len = stats
-    if not words or n <= 0 or not total:
+    if n <= 0 or not total:
         return np.zeros(0, np.int64), np.zeros(0, np.float64)
-    of = {w: stems(w) for w in words}
-    if total < COMMON_MIN_DOCS:  # a small store: every word
-        kept = words
-    else:
-        freq = {w: max((postings.count(t) for t in of[w]), default=0) for w in words}
-        kept, _ = split_words(words, freq, rows, keywords.MAX_POSTINGS, None)
+    kept, of = kept_words(postings, stems, query, rows, total, keywords.MAX_POSTINGS)
     pos, score = bm25(postings, [t for w in kept for t in of[w]], alive, ntok, total, avg_len)
     ok = m[pos]
     pos, score = pos[ok], score[ok]

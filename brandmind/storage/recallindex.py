@@ -18,9 +18,10 @@ file is rewritten):
   whether the memory is a conversation turn, its episode (a 64-bit key) and speaker, and
   its neighbouring turns in the thread (``prev`` / ``next`` rowids, computed when the row
   is indexed);
-* what ranking would otherwise read texts for: ``thash``, a 64-bit key of the text (case
-  and spacing ignored: recall shows one memory per text) and ``dated``, whether the text
-  says when something happened (a "when" question's bonus): computed when the row is indexed.
+* what ranking would otherwise read texts for, computed when the row is indexed: ``thash``,
+  a 64-bit key of the text (case and spacing ignored: recall shows one memory per text),
+  ``dated`` (the text says when something happened: a "when" question's bonus), and the
+  keyword postings, after the rows (storage/kwindex.py: ``ntok`` and ``self.kw``).
 
 Kept in step with SQLite (itself a projection of the op log): rows past the highest live
 rowid are new; every update or delete of a memory, and every vector that arrives later
@@ -92,8 +93,8 @@ class RecallIndex:
         self._saving: list[int] | None = None  # while ``save`` writes: the rowids forgotten meanwhile
         self._last_query: tuple[bytes, np.ndarray] = (b"", np.zeros(0, np.float32))  # (_rotated)
         self.kw = kwindex.Postings(kwindex.empty(), 0)  # keyword postings (storage/kwindex.py)
-        self._stems: Any = None           # the FTS5 tokenizer, documents and queries
-        self._kw_stats: tuple[int, int, float] | None = None  # (version, N, average length)
+        self._stems: Any = None  # the FTS5 tokenizer, documents and queries; (version, N, average length):
+        self._kw_stats: tuple[int, int, float] | None = None
         try:
             st = os.stat(sql.path)
             self.key: dict = {"inode": st.st_ino, "dev": st.st_dev, "epoch": epoch(sql), "dim": sql.dim}
@@ -175,8 +176,7 @@ class RecallIndex:
         self.version += 1
 
     def _tokens(self) -> Any:
-        if self._stems is None:
-            self._stems = (kwindex.tokenizer(self.sql), kwindex.tokenizer(self.sql, query=True))
+        self._stems = self._stems or (kwindex.tokenizer(self.sql), kwindex.tokenizer(self.sql, query=True))
         return self._stems
 
     def build(self) -> None:
@@ -397,13 +397,9 @@ class RecallIndex:
                 self._unlink(int(pos))
         old = self.positions(sorted(gone))
         old = old[old >= 0]
-        self.cols["alive"][old] = 0
-        self.cols["vec"][old] = 0
-        self.cols["vscale"][old] = 0
+        for name in ("alive", "vec", "vscale", "thash", "dated", "ntok"):
+            self.cols[name][old] = 0
         self.cols["code"][:, old] = 0
-        self.cols["thash"][old] = 0
-        self.cols["dated"][old] = 0
-        self.cols["ntok"][old] = 0
         for p in old.tolist():
             self.kw.drop(p)
         if gone and self.path is not None:
@@ -521,17 +517,22 @@ class RecallIndex:
             out.append(idx)
         return np.unique(np.concatenate(out))
 
+    def _kw(self) -> tuple[int, int, float]:
+        """(rows, dead ones included; N, the live rows; their average token count)."""
+        if self._kw_stats is None or self._kw_stats[0] != self.version:
+            self._kw_stats = (self.version, *kwindex.lengths(self.cols["alive"][:self.n], self.cols["ntok"][:self.n]))
+        return self.n, self._kw_stats[1], self._kw_stats[2]
+
     def keywords(self, query: str, m: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``n`` best keyword hits passing ``m``: (positions, minus FTS5's bm25), best
         first (storage/kwindex.py ``search``)."""
-        if self._kw_stats is None or self._kw_stats[0] != self.version:
-            live = self.cols["alive"][:self.n] == 1
-            count = int(live.sum())
-            tokens = float(self.cols["ntok"][:self.n][live].sum(dtype=np.int64))
-            self._kw_stats = (self.version, count, tokens / count if count else 0.0)
-        _, total, avg = self._kw_stats
         return kwindex.search(self.kw, self._tokens()[1], query, self.cols["alive"], self.cols["ntok"], m, n,
-                              (self.n, total, avg))
+                              self._kw())
+
+    def keyword_words(self, query: str, cap: int | None) -> list[str]:
+        """The query's words a keyword search uses (``cap``: the postings budget; None: no cap)."""
+        rows, total, _ = self._kw()
+        return kwindex.kept_words(self.kw, self._tokens()[1], query, rows, total, cap)[0]
 
     def _timed_positions(self) -> np.ndarray:
         """Positions of the memories that end or were retired (the rest are true now)."""

@@ -1,6 +1,6 @@
 """The candidate side of recall: the per-store search index (:class:`SearchIndex`) that
-finds memories by vector (the recall index, storage/recallindex.py), by keyword (FTS5/BM25,
-storage/keywords.py) and by filter, with the caches that make repeated searches fast, and
+finds memories by vector (the recall index, storage/recallindex.py), by keyword (BM25 over
+the recall index's postings, storage/kwindex.py; the words: storage/keywords.py) and by filter, with the caches that make repeated searches fast, and
 the filters (:class:`Filters`) every candidate passes.  brandmind/recall.py ranks what it finds
 (brandmind/scoring.py scores); the Store holds one index (``store.searcher``) and
 invalidates it after each write.  The queries recall's ranking needs besides (neighbouring
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,8 +32,9 @@ def _marks(items: list) -> str:
 ACCESS_BATCH = 256  # memories counted before their counts are written (and on close)
 
 # keyword search: storage/keywords.py (its names re-exported for recall.py and memory.py)
-from .keywords import (CANDIDATE_POSTINGS, COMMON_MIN_DOCS, COMMON_SHARE, MAX_POSTINGS,  # noqa: E402,F401
-                       STOPWORDS, KeywordSearch, keyword_query, query_words)
+from . import keywords  # noqa: E402
+from .keywords import (COMMON_MIN_DOCS, COMMON_SHARE, MAX_POSTINGS,  # noqa: E402,F401
+                       STOPWORDS, keyword_query, query_words)
 
 
 # -- "currently true" / "true as of" ------------------------------------------------------------
@@ -211,7 +212,6 @@ class SearchIndex:
         self.index_path = sql.path.with_name("recall.idx")  # beside memory.sqlite
         self._data_version: int | None = None
         self._speakers: dict[str, tuple[int, list[str]]] = {}
-        self.keywords = KeywordSearch(sql)
         self._stale = True
         self._graph_empty: tuple[int, bool] | None = None
         self._access: dict[str, list[int]] = {}  # id -> [hits, last ms] not written yet
@@ -299,17 +299,17 @@ class SearchIndex:
         return list(zip(index.cols["rowid"][pos].tolist(), sims.tolist()))
 
     # -- keyword candidates ------------------------------------------------------
-    def selective_words(self, query: str) -> list[str]:
-        """The query's words that choose keyword candidates (storage/keywords.py)."""
-        return self.keywords.words(query)[0]
+    def selective_words(self, query: str, cap: int | None = -1) -> list[str]:
+        """The query's words that keyword search uses (storage/keywords.py ``keep_words``;
+        ``cap``: the postings budget, -1 ``MAX_POSTINGS``, None none)."""
+        return self.recall_index().keyword_words(query, keywords.MAX_POSTINGS if cap == -1 else cap)
 
-    def keyword_candidates(self, query: str, f: Filters, n: int,
-                           check: Callable[[list[int]], set[int]] | None = None) -> list[tuple[int, float]]:
-        """The best ``n`` keyword hits passing ``f``: ``(rowid, -bm25)``, best first
-        (``check``: which of some rowids pass ``f``, answered without SQL, e.g. by the
-        recall index's mask)."""
-        where, args = f.sql("m")
-        return self.keywords.candidates(query, where, args, n, check)
+    def keyword_candidates(self, query: str, f: Filters, n: int) -> list[tuple[int, float]]:
+        """The best ``n`` keyword hits passing ``f``: ``(rowid, -bm25)``, best first (the
+        recall index's postings, storage/kwindex.py)."""
+        index = self.recall_index()
+        pos, score = index.keywords(query, index.mask(f), n)
+        return list(zip(index.cols["rowid"][pos].tolist(), score.tolist()))
 
     def graph_empty(self) -> bool:
         """Whether the knowledge graph is empty (cached until SQLite changes)."""
