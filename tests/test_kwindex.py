@@ -131,9 +131,18 @@ def test_filters_and_ties_best_first_then_rowid(store):
         assert list(pos) == sorted(pos) == list(np.flatnonzero(m)[:4])
 
 
-def test_pack_orders_by_key_then_position():
-    keys = np.array([5, 3, 5, 3, 9], np.uint64)
+def test_pack_groups_by_key_keeping_the_order_within_a_key():
+    keys = np.array([3, 5, 9], np.uint64)
+    ids = np.array([1, 0, 1, 0, 2], np.uint32)
     pos = np.array([4, 2, 1, 0, 3])
-    k, start, p, tf = kwindex.pack(keys, pos, np.arange(5))
+    k, start, p, tf = kwindex.pack(keys, ids, pos, np.arange(5))
     assert k.tolist() == [3, 5, 9] and start.tolist() == [0, 2, 4, 5]
-    assert p.tolist() == [0, 2, 1, 4, 3] and tf.tolist() == [3, 1, 2, 0, 4]
+    assert p.tolist() == [2, 0, 4, 1, 3] and tf.tolist() == [1, 3, 0, 2, 4]
+    b = kwindex.Builder()
+    b.add([0, 1], [["x", "y", "x"], ["y"]])
+    b.add([2], [["z", "x"]])
+    k, start, p, tf = b.arrays()
+    got = {int(k[i]): list(zip(p[start[i]:start[i + 1]].tolist(), tf[start[i]:start[i + 1]].tolist()))
+           for i in range(len(k))}
+    assert got == {kwindex.term_key("x"): [(0, 2), (2, 1)], kwindex.term_key("y"): [(0, 1), (1, 1)],
+                   kwindex.term_key("z"): [(2, 1)]}

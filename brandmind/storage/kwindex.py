@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -50,15 +51,9 @@ def tokenizer(sql: "SQLStore", query: bool = False) -> Callable[[str], list[str]
     flag = apsw.FTS5_TOKENIZE_QUERY if query else apsw.FTS5_TOKENIZE_DOCUMENT
 
     def stems(text: str) -> list[str]:
-        return [t[0] for t in tok(text.encode("utf-8", "surrogatepass"), flag, None, include_offsets=False) if t]
+        return tok(text.encode("utf-8", "surrogatepass"), flag, None, include_offsets=False, include_colocated=False)
 
     return stems
-
-
-def counts(stems: Callable[[str], list[str]], text: str) -> tuple[int, Counter]:
-    """(tokens, stem -> count) of a text."""
-    toks = stems(text)
-    return len(toks), Counter(toks)
 
 
 # -- arrays ------------------------------------------------------------------------------------
@@ -69,19 +64,18 @@ def empty() -> Arrays:
     return (np.zeros(0, np.uint64), np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.uint16))
 
 
-def pack(keys: np.ndarray, pos: np.ndarray, tf: np.ndarray) -> Arrays:
-    """Postings ``(key, position, count)`` in any order -> the arrays (by key, then position)."""
-    if not len(keys):
-        return empty()
-    uniq, ids = np.unique(keys, return_inverse=True)
-    order = np.lexsort((pos, ids))
-    ids = ids[order]
-    start = np.searchsorted(ids, np.arange(len(uniq) + 1)).astype(np.int64)
-    return uniq.astype(np.uint64), start, pos[order].astype(np.int32), tf[order].astype(np.uint16)
+def pack(keys: np.ndarray, ids: np.ndarray, pos: np.ndarray, tf: np.ndarray) -> Arrays:
+    """Postings ``(keys[ids], position, count)`` -> the arrays: grouped by key (``keys``: sorted,
+    unique; ``ids``: uint32 indices into it), in their given order within a key (a stable
+    radix sort: a million memories' 33 million postings take ~1 GB at most)."""
+    order = np.argsort(ids, kind="stable")
+    start = np.zeros(len(keys) + 1, np.int64)
+    np.cumsum(np.bincount(ids, minlength=len(keys)), out=start[1:])
+    return keys.astype(np.uint64), start, pos[order].astype(np.int32), tf[order].astype(np.uint16)
 
 
 class Builder:
-    """Postings gathered row by row (a build from SQLite), packed at the end."""
+    """Postings gathered row by row in position order (a build from SQLite), packed at the end."""
 
     def __init__(self) -> None:
         self.vocab: dict[str, int] = {}
@@ -89,28 +83,31 @@ class Builder:
         self.pos: list[np.ndarray] = []
         self.tf: list[np.ndarray] = []
 
-    def add(self, positions: Any, docs: list[Counter]) -> None:
-        vocab, ids, pos, tf = self.vocab, [], [], []
-        for p, doc in zip(np.asarray(positions).tolist(), docs):
-            for term, c in doc.items():
-                i = vocab.get(term)
-                if i is None:
-                    i = vocab[term] = len(vocab)
-                ids.append(i)
-                pos.append(p)
-                tf.append(c)
-        self.ids.append(np.array(ids, np.uint32))
-        self.pos.append(np.array(pos, np.int32))
-        self.tf.append(np.minimum(np.array(tf, np.int64), MAX_TF).astype(np.uint16))
+    def add(self, positions: Any, docs: list[list[str]]) -> None:
+        """The stems of the rows at ``positions`` (increasing, past those added before)."""
+        vocab = self.vocab
+        flat = list(chain.from_iterable(docs))
+        for t in set(flat).difference(vocab):
+            vocab[t] = len(vocab)
+        ids = np.fromiter(map(vocab.__getitem__, flat), np.int64, len(flat))
+        pos = np.repeat(np.asarray(positions, np.int64), [len(doc) for doc in docs])
+        # one posting per (row, stem), counted: sorted by row, then stem
+        uniq, tf = np.unique((pos << 32) | ids, return_counts=True)
+        self.ids.append((uniq & 0xFFFFFFFF).astype(np.uint32))
+        self.pos.append((uniq >> 32).astype(np.int32))
+        self.tf.append(np.minimum(tf, MAX_TF).astype(np.uint16))
 
     def arrays(self) -> Arrays:
         if not self.vocab:
             return empty()
         keys = np.fromiter((term_key(t) for t in self.vocab), np.uint64, len(self.vocab))
-        ids = np.concatenate(self.ids)
-        pos, tf = np.concatenate(self.pos), np.concatenate(self.tf)
-        self.ids = self.pos = self.tf = []
-        return pack(keys[ids], pos, tf)
+        rank = np.empty(len(keys), np.uint32)
+        rank[np.argsort(keys)] = np.arange(len(keys), dtype=np.uint32)
+        ids = rank[np.concatenate(self.ids)]
+        self.ids = []
+        pos, self.pos = np.concatenate(self.pos), []
+        tf, self.tf = np.concatenate(self.tf), []
+        return pack(np.sort(keys), ids, pos, tf)
 
 
 class Postings:
@@ -129,9 +126,10 @@ class Postings:
         i = int(np.searchsorted(self.keys, np.uint64(key)))
         return i if i < len(self.keys) and int(self.keys[i]) == key else -1
 
-    def put(self, positions: Any, docs: list[Counter]) -> None:
-        """Rows (re)indexed at ``positions``: their postings replace any they had."""
-        for p, doc in zip(np.asarray(positions).tolist(), docs):
+    def put(self, positions: Any, docs: list[list[str]]) -> None:
+        """Rows (re)indexed at ``positions`` (their stems): their postings replace any they had."""
+        for p, stems in zip(np.asarray(positions).tolist(), docs):
+            doc = Counter(stems)
             self.drop(p)
             if p < self.rows:
                 self.void.add(p)
@@ -194,23 +192,23 @@ class Postings:
 
     def export(self, remap: np.ndarray) -> Arrays:
         """Every live posting with its position mapped by ``remap`` (old -> new, -1: dropped):
-        the arrays of a new file."""
-        old = np.repeat(self.keys, np.diff(self.start))
-        pos = self.pos.astype(np.int64)
-        keep = self.tf > 0
-        if len(pos):
-            keep &= remap[pos] >= 0
+        the arrays of a new file (within a stem, the file's rows first)."""
+        keys = np.union1d(self.keys, np.fromiter(self.extra, np.uint64, len(self.extra)))
+        of = np.searchsorted(keys, self.keys).astype(np.uint32)  # a scrubbed duplicate: no live posting
+        new = remap[self.pos] if len(self.pos) else np.zeros(0, np.int32)
+        keep = (self.tf > 0) & (new >= 0)
         if self.void:
-            keep &= ~np.isin(pos, np.fromiter(self.void, np.int64, len(self.void)))
-        keys, newpos, tf = [old[keep]], [remap[pos[keep]]], [self.tf[keep]]
+            keep &= ~np.isin(self.pos, np.fromiter(self.void, np.int64, len(self.void)))
+        ids = [np.repeat(of, np.diff(self.start))[keep]]
+        newpos, tf = [new[keep]], [self.tf[keep]]
+        del new, keep
         for key, hits in self.extra.items():
             p = np.fromiter(hits.keys(), np.int64, len(hits))
-            t = np.fromiter(hits.values(), np.int64, len(hits))
             ok = remap[p] >= 0
-            keys.append(np.full(int(ok.sum()), key, np.uint64))
+            ids.append(np.full(int(ok.sum()), np.searchsorted(keys, np.uint64(key)), np.uint32))
             newpos.append(remap[p[ok]])
-            tf.append(t[ok].astype(np.uint16))
-        return pack(np.concatenate(keys), np.concatenate(newpos), np.concatenate(tf))
+            tf.append(np.fromiter(hits.values(), np.int64, len(hits))[ok].astype(np.uint16))
+        return pack(keys, np.concatenate(ids), np.concatenate(newpos), np.concatenate(tf))
 
 
 def lengths(alive: np.ndarray, ntok: np.ndarray) -> tuple[int, float]:

@@ -225,8 +225,8 @@ class RecallIndex:
         and the keyword postings of those rows."""
         f, fh = self._new_file(_capacity(len(keep)))
         m = len(keep)
-        remap = np.full(max(self.n, int(keep[-1]) + 1 if m else 0), -1, np.int64)
-        remap[keep] = np.arange(m)
+        remap = np.full(max(self.n, int(keep[-1]) + 1 if m else 0), -1, np.int32)
+        remap[keep] = np.arange(m, dtype=np.int32)
         for i in range(0, m, 65536):
             part, dst = keep[i:i + 65536], slice(i, min(i + 65536, m))
             for name in COLUMNS:
@@ -270,7 +270,7 @@ class RecallIndex:
 
     def _put(self, cols: dict, pos: np.ndarray, rows: list[tuple]) -> list:
         """Set the small columns of ``rows`` (ROW_SQL's) at ``pos``; no vector yet.  Returns
-        each text's stems and their counts (its keyword postings)."""
+        each text's stems (its keyword postings)."""
         r = list(zip(*rows))
         code = self._code
         cols["rowid"][pos] = r[0]
@@ -292,9 +292,9 @@ class RecallIndex:
         cols["prev"][pos] = -1
         cols["next"][pos] = -1
         stems = self._tokens()[0]
-        docs = [kwindex.counts(stems, t) for t in r[12]]
-        cols["ntok"][pos] = [min(d[0], kwindex.MAX_TF) for d in docs]
-        return [d[1] for d in docs]
+        docs = [stems(t) for t in r[12]]
+        cols["ntok"][pos] = [min(len(d), kwindex.MAX_TF) for d in docs]
+        return docs
 
     @staticmethod
     def _put_vectors(cols: dict, rowids: np.ndarray, items: list[tuple[int, bytes]]) -> None:
