@@ -564,7 +564,8 @@ class RecallIndex:
             if count < n:
                 dist[~ok] = np.iinfo(np.uint16).max
             first = smallest(dist, min(count, FIRST_KEEP * rescore))
-            dist = dist[first] + hamming(code[half:, first], qcode[half:], len(first))
+            # (np.take: 3.3 ms for 16,000 columns of 1M, where code[half:, first] took 5.0)
+            dist = dist[first] + hamming(np.take(code[half:], first, axis=1), qcode[half:], len(first))
             idx = first[np.sort(np.argpartition(dist, rescore - 1)[:rescore])]
             sims = self._sims(idx, q)
         elif count == n:
