@@ -11,7 +11,6 @@ import json
 import mmap
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -253,33 +252,14 @@ def scrub_names(path: Path) -> None:
 
 
 HAMMING_CHUNK = 32768  # rows per pass of ``hamming``: its temporaries stay in the CPU cache
-HAMMING_SPLIT = 262_144  # from this many rows, two threads share the pass (numpy lets go of the GIL)
-_pool: Any = None
 
 
 def hamming(code: np.ndarray, qcode: np.ndarray, n: int) -> np.ndarray:
     """Hamming distances of ``qcode`` to the first ``n`` codes (column-major words), a chunk of
     rows at a time (at 1,000,000 rows: 21 -> 14 ms for half the words, against one pass per word
-    over every row, whose 8 MB temporaries left the cache between its three ufuncs); from
-    ``HAMMING_SPLIT`` rows in two threads, half the rows each (14.6 -> 9.9 ms at 1M on two idle
-    cores; on busy ones no slower than one)."""
-    global _pool
-    if n < HAMMING_SPLIT:
-        return _hamming(code, qcode, n)
-    if _pool is None:
-        _pool = ThreadPoolExecutor(2, thread_name_prefix="bm-hamming")
-    mid = n // 2 // HAMMING_CHUNK * HAMMING_CHUNK
-    dist = np.empty(n, np.uint16)
-
-    def part(a: int, b: int) -> None:
-        dist[a:b] = _hamming(code[:, a:b], qcode, b - a)
-
-    for done in [_pool.submit(part, 0, mid), _pool.submit(part, mid, n)]:
-        done.result()
-    return dist
-
-
-def _hamming(code: np.ndarray, qcode: np.ndarray, n: int) -> np.ndarray:
+    over every row, whose 8 MB temporaries left the cache between its three ufuncs).  (Two
+    threads, half the rows each: 14.6 -> 9.9 ms for this pass alone at 1M, but recall itself no
+    faster, 2026-11-29: not kept.)"""
     dist = np.empty(n, np.uint16)
     step = max(1, min(n, HAMMING_CHUNK))
     tmp = np.empty(step, np.uint64)
