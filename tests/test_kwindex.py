@@ -55,7 +55,7 @@ def texts(rng: random.Random, n: int) -> list[str]:
 
 
 QUERIES = ["river stones", "maple and the cedars", "Glacier? quartz!", "falcon orchid canyon willow", "note 7",
-           "nothing-here-at-all", "the"]
+           "nothing-here-at-all", "the", "lantern lanterns river rivers"]  # (the last: two words, one stem each)
 
 
 def test_scores_are_sqlites_bm25_from_the_file_the_delta_and_after_a_rewrite(store, every_word, monkeypatch):

@@ -223,7 +223,9 @@ def bm25(postings: Postings, terms: list[str], alive: np.ndarray, ntok: np.ndarr
     """(positions, score) of the live rows holding any of ``terms``, in position order;
     score: minus FTS5's ``bm25`` (higher is better)."""
     parts_pos, parts_score = [], []
-    for term in dict.fromkeys(terms):
+    # a stem once per query word that makes it ("cook" and "cooking": twice), as FTS5 scores the
+    # query's phrases
+    for term in terms:
         pos, tf = postings.lookup(term, alive)
         if not len(pos):
             continue
