@@ -32,7 +32,6 @@ COLUMNS = {"rowid": "<i8", "alive": "u1", "has_vec": "u1", "user": "<i4", "agent
            "created": "<i8", "valid_from": "<i8", "valid_to": "<i8", "retired": "<i8", "importance": "<f8",
            "turn": "u1", "episode": "<i8", "speaker": "<i4", "prev": "<i8", "next": "<i8", "vscale": "<f4",
            "thash": "<u8", "dated": "u1", "ntok": "<u2"}
-KW = (("keys", "<u8"), ("start", "<i8"), ("pos", "<i4"), ("tf", "<u2"))  # the postings after the dictionaries
 
 
 def _layout(cap: int, dim: int) -> tuple[list[tuple[str, str, tuple, int]], int]:
@@ -59,11 +58,16 @@ def _kw_layout(header: dict) -> tuple[list[tuple[str, str, int, int]], int]:
     terms, postings = (int(x) for x in header.get("kw", (0, 0)))
     pos = _layout(int(header["capacity"]), int(header["dim"]))[1] + int(header.get("dicts_bytes", 0))
     out = []
-    for (name, dt), count in zip(KW, (terms, terms + 1, postings, postings)):
+    for (name, dt), count in zip(kwindex.FIELDS, (terms, terms + 1, postings, postings)):
         pos = -(-pos // 8) * 8
         out.append((name, dt, count, pos))
         pos += np.dtype(dt).itemsize * count
     return out, pos
+
+
+def _kw_views(buf: Any, header: dict) -> tuple:
+    """The keyword postings ``(keys, start, pos, tf)`` of a file's buffer, as views."""
+    return tuple(np.frombuffer(buf, dt, n, off) for _, dt, n, off in _kw_layout(header)[0])
 
 
 def _header(buf: Any) -> dict:
@@ -110,7 +114,7 @@ class IndexFile:
     def postings(self) -> tuple | None:
         """The keyword postings ``(keys, start, pos, tf)`` (views of a file's, copy-on-write)."""
         if self.kw is None and "kw" in self.header:
-            self.kw = tuple(np.frombuffer(self.buf, dt, n, off) for _, dt, n, off in _kw_layout(self.header)[0])
+            self.kw = _kw_views(self.buf, self.header)
         return self.kw
 
     @classmethod
@@ -223,7 +227,7 @@ def scrub(path: Path, rowids: list[int]) -> int:
                 cols[name][pos] = 0
             cols["code"][:, pos] = 0
             if "kw" in header:  # its keyword postings, and the key of a stem only it held
-                kwindex.scrub(*(np.frombuffer(buf, dt, n, off) for _, dt, n, off in _kw_layout(header)[0]), pos)
+                kwindex.scrub(*_kw_views(buf, header), pos)
             buf.flush()
             del cols, have
             return len(pos)

@@ -58,10 +58,11 @@ def tokenizer(sql: "SQLStore", query: bool = False) -> Callable[[str], list[str]
 
 # -- arrays ------------------------------------------------------------------------------------
 Arrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # keys u8[T], start i8[T+1], pos i4[P], tf u2[P]
+FIELDS = (("keys", "<u8"), ("start", "<i8"), ("pos", "<i4"), ("tf", "<u2"))  # the arrays, as the index file stores them
 
 
 def empty() -> Arrays:
-    return (np.zeros(0, np.uint64), np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.uint16))
+    return tuple(np.zeros(1 if name == "start" else 0, dt) for name, dt in FIELDS)  # type: ignore[return-value]
 
 
 def pack(keys: np.ndarray, ids: np.ndarray, pos: np.ndarray, tf: np.ndarray) -> Arrays:
@@ -223,10 +224,11 @@ def bm25(postings: Postings, terms: list[str], alive: np.ndarray, ntok: np.ndarr
     """(positions, score) of the live rows holding any of ``terms``, in position order;
     score: minus FTS5's ``bm25`` (higher is better)."""
     parts_pos, parts_score = [], []
+    found = {t: postings.lookup(t, alive) for t in dict.fromkeys(terms)}
     # a stem once per query word that makes it ("cook" and "cooking": twice), as FTS5 scores the
-    # query's phrases
+    # query's phrases (in their order: the same sums)
     for term in terms:
-        pos, tf = postings.lookup(term, alive)
+        pos, tf = found[term]
         if not len(pos):
             continue
         df = len(pos)

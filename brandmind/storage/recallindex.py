@@ -93,8 +93,8 @@ class RecallIndex:
         self._saving: list[int] | None = None  # while ``save`` writes: the rowids forgotten meanwhile
         self._last_query: tuple[bytes, np.ndarray] = (b"", np.zeros(0, np.float32))  # (_rotated)
         self.kw = kwindex.Postings(kwindex.empty(), 0)  # keyword postings (storage/kwindex.py)
-        self._stems: Any = None  # the FTS5 tokenizer, documents and queries; (version, N, average length):
-        self._kw_stats: tuple[int, int, float] | None = None
+        self._stems: Any = None  # (the FTS5 tokenizer of documents, of queries)
+        self._kw_stats: tuple[int, int, float] | None = None  # (version, N, average length)
         try:
             st = os.stat(sql.path)
             self.key: dict = {"inode": st.st_ino, "dev": st.st_dev, "epoch": epoch(sql), "dim": sql.dim}
