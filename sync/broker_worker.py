@@ -14,6 +14,9 @@ user and round: one op-log and one SQLite transaction, vectors made before it co
   after it in its shard wait (retried with backoff, one event at a time), so order is kept.
 * An event delivered twice (a worker killed between commit and ack) is stored once: its turn
   has an id (its own, or the event's ``eid``), and ``ingest`` skips ids it has stored.
+* A read sent again after a dropped connection (Redis killed mid-reply) may have lost a reply
+  whose events Redis had delivered: they are pending for this worker, and the worker then
+  claims its held shards' pending events, in order, before reading new ones.
 * A worker only opens the store of the user an event names; user ids map one to one to
   directory names that cannot leave ``ROOT`` (sync/broker.py ``user_dirname``).
 * With ``sync`` (``bm worker --sync s3://...``, sync/broker_sync.py) a store is synced with S3
@@ -159,8 +162,14 @@ class BrokerWorker:
         events = self.recover()
         if events is None:  # about ``batch`` events a round, whatever the shards held (a round is
             shards = sorted(self.held - self.recovering)  # short: leases rebalance between rounds)
+            retried = getattr(self.broker, "retried", 0)
             events = self.broker.read(self.group, self.name, shards, max(1, self.batch // max(1, len(shards))),
                                       self.block_ms)
+            if getattr(self.broker, "retried", 0) != retried:
+                # the connection dropped during the read and it was sent again: the lost reply's
+                # events are pending for us, older than these; all are claimed next, in order
+                self.recovering.update(shards)
+                return True
         if not events:
             self.flush()
             self._trim()

@@ -305,6 +305,36 @@ def test_redis_restarted_mid_run_loses_and_doubles_nothing(redis_server, tmp_pat
         assert stored(root, u) == [f"{u} says number {i}" for i in range(10)]
 
 
+def test_a_read_reply_lost_to_a_dropped_connection_is_claimed_again_in_order(redis_server, tmp_path, bm_home):
+    """Redis delivered the events (they are pending for this worker) but the reply was lost with the
+    connection, and the client sent XREADGROUP again: the worker takes the lost events first, then
+    the ones the second read got, each once and in order (a Redis killed mid-reply did this)."""
+    pre = prefix()
+    root = tmp_path / "users"
+    broker = open_broker(redis_server.url, shards=2, prefix=pre)
+    for u in ("ann", "bob"):
+        broker.publish(u, turns(u, 4))
+    lossy = open_broker(redis_server.url, prefix=pre)
+    real_read, lost = lossy.read, []
+
+    def read(group, consumer, shards, count, block_ms):
+        if not lost:  # the first reply is lost: what _do does after a connection error
+            lost.extend(real_read(group, consumer, shards, count, block_ms))
+            lossy.retried += 1
+        return real_read(group, consumer, shards, count, block_ms)
+
+    lossy.read = read
+    done = threading.Event()  # a worker that never drains is stopped after 30 s, and fails below
+    stop = threading.Timer(30, done.set)
+    stop.start()
+    report = BrokerWorker(lossy, root, claim_idle=60, batch=4).run(drain=True, stop=done)
+    stop.cancel()
+    assert lost and report["stored"] == 8 and report["duplicates"] == 0, report
+    for u in ("ann", "bob"):
+        assert stored(root, u) == [f"{u} says number {i}" for i in range(4)]
+    assert all(s == {"waiting": 0, "pending": 0} for s in broker.backlog("bm-workers").values())
+
+
 # -- the command line ----------------------------------------------------------------------------------
 def test_publish_and_worker_on_the_command_line(bm, tmp_path, monkeypatch):
     queue, root = tmp_path / "queue", tmp_path / "users"
