@@ -16,8 +16,12 @@ def test_sigint_during_ingest_exits_130_and_keeps_the_store_consistent(store: Pa
                          "content": f"message number {i} about topic {i % 97}"}) for i in range(40_000)]
     src = tmp_path / "big.jsonl"
     src.write_text("\n".join(lines) + "\n")
+    # Ctrl-C's SIGINT as a terminal delivers it: a process started in the background of a
+    # non-interactive shell (a CI runner's `cmd &`) inherits SIGINT ignored, and then rightly
+    # ignores it (the run finished with exit 0); restore the default a terminal session has
     proc = subprocess.Popen([*BM_CMD, "ingest", str(src)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=dict(os.environ))
+                            stderr=subprocess.PIPE, env=dict(os.environ),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     log = store / "data" / "log.lmdb" / "data.mdb"
     start, deadline = log.stat().st_size, time.monotonic() + 90
     try:
