@@ -139,12 +139,6 @@ def test_in_ci_a_skip_fails_unless_its_reason_is_allowed(tmp_path, ci, workers):
 
 
 # -- each extra alone, in its own fresh venv --------------------------------------------------------
-def _pip_install(py: Path, *requirements: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-compile",
-                           "--disable-pip-version-check", *requirements],
-                          capture_output=True, text=True, timeout=900)
-
-
 @pytest.fixture(scope="module")
 def venvs(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config, built_wheel) -> dict:
     """{"wheel": the built wheel, "core": python of a fresh venv with `pip install <wheel>` alone}
@@ -153,7 +147,7 @@ def venvs(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config,
 
     def build(root: Path) -> str:
         core = wheelbuild.make_venv(root / "core")
-        res = _pip_install(core, str(wheel))
+        res = wheelbuild.pip_install(core, str(wheel))
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         return str(core)
 
@@ -161,8 +155,9 @@ def venvs(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config,
 
 
 def _venv_env(py: Path, home: Path, model_cache: Path) -> dict:
+    # PYTHONDONTWRITEBYTECODE dropped: a fresh venv's first run writes its .pyc, the next ones reuse it
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV") and not k.startswith("BM_")}
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE") and not k.startswith("BM_")}
     env.update(BM_HOME=str(home), BM_CACHE_DIR=str(model_cache), HF_HUB_OFFLINE="1",
                PATH=f"{py.parent}{os.pathsep}{os.environ.get('PATH', '')}")
     return env
@@ -236,7 +231,7 @@ def test_the_core_install_alone_embeds_offline_and_names_each_missing_extra(venv
 @pytest.mark.parametrize("extra", ["ollama", "zep", "graphiti", "openai", "hf", "redis"])
 def test_each_extra_installs_alone_and_works(extra, venvs, tmp_path, model_cache, request):
     py = wheelbuild.make_venv(tmp_path / extra, see=[wheelbuild.site_packages(venvs["core"])])
-    res = _pip_install(py, f"brandmind[{extra}] @ {venvs['wheel'].as_uri()}")
+    res = wheelbuild.pip_install(py, f"brandmind[{extra}] @ {venvs['wheel'].as_uri()}")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     env = _venv_env(py, tmp_path / "home", model_cache)
     env["BM_EMBEDDER"] = "hash"
