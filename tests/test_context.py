@@ -85,6 +85,11 @@ def test_both_counters_are_additive_over_newlines(lines):
     text (accents, CJK, emoji, punctuation, words over 100 characters) joined by newlines."""
     for counter in (_WORDPIECE, RegexCounter()):
         assert counter.count("\n".join(lines)) == sum(counter.count_many(lines)), counter.name
+    # and bm's WordPiece counts (a text's words summed, from its word cache) are the
+    # tokenizer's own count of the whole text, joined by newlines or spaces
+    raw = _WORDPIECE._tokenizer()
+    for text in [*lines, "\n".join(lines), " ".join(lines)]:
+        assert _WORDPIECE.count(text) == len(raw.encode(text, add_special_tokens=False).ids), repr(text)
 
 
 _WORDPIECE = WordPieceCounter()
@@ -101,9 +106,14 @@ def test_wordpiece_counts_are_kept_per_text_and_stay_exact(monkeypatch):
     monkeypatch.setattr(counter, "_tok", type("Spy", (), {"encode_batch_fast": lambda self, t, **kw: asked.append(
         list(t)) or tok.encode_batch_fast(t, **kw)})())
     assert counter.count_many(texts + ["new line"]) == [5, 1, 5, 3000, 2]
-    assert asked == [["x " * 3000, "new line"]]  # the short texts came from the cache, the long one is not kept
+    # the short texts came from the text cache; the long one (not kept whole) from its words' counts;
+    # only the words never seen went to the tokenizer
+    assert asked == [["new", "line"]]
     monkeypatch.setattr(tokens, "CACHE_SIZE", 3)  # full: cleared whole, counts still exact
+    monkeypatch.setattr(tokens, "WORD_CACHE_SIZE", 4)
+    assert "Ann" in counter._words
     assert counter.count_many(["a b", "c d e", "f"]) == [2, 3, 1] and len(counter._counts) <= 3
+    assert "Ann" not in counter._words and counter.count_many(["Lisbon's ferries", "Ann f"]) == [4, 2]
 
 
 def test_the_regex_fallback_is_close_to_wordpiece_and_used_when_the_model_is_missing(monkeypatch):
