@@ -306,6 +306,31 @@ def _commands():
     return list(walk(_command(), []))
 
 
+def test_a_named_command_is_built_alone_with_the_same_help_and_errors(bm, capsys):
+    """`bm recall ...` builds only recall's part of the command tree (the whole tree is ~0.2 s
+    of a cold call): what each command prints for --help and for a usage error is the same as
+    from the whole tree; `bm --help` and unknown names still get the whole tree."""
+    from brandmind.cli import app
+
+    assert list(app.build_command(["--home", "/nowhere", "--wait", "recall", "q"]).commands) == ["recall"]
+    assert list(app.build_command(["memories", "list"]).commands) == ["memories"]
+    full = app.build_command()
+    assert app.build_command(["--help"]) is full and app.build_command(["recal"]) is full
+    assert app.build_command(["--version"]) is full and len(full.commands) > 20
+    for path, _ in _commands():
+        for args in ([*path, "--help"], [*path, "--no-such-option"]):
+            alone = bm(*args)
+            try:
+                code = full.main(args=args, prog_name="bm", standalone_mode=False)
+            except Exception as exc:  # noqa: BLE001 - the usage error main() turns into a line
+                code = type(exc).__name__
+            whole = capsys.readouterr()
+            if args[-1] == "--help":
+                assert alone.code == 0 and alone.out == whole.out, path
+            else:
+                assert alone.code == 2 and code == "NoSuchOption" and "--no-such-option" in alone.err, path
+
+
 def test_bracketed_option_help_is_shown_as_written(bm):
     seen = 0
     for path, cmd in _commands():
