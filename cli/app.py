@@ -189,6 +189,13 @@ def build_command(argv: list[str] | None = None):
     and errors are the same: the group's name, options and callback are kept); `bm --help`,
     completion and anything else get the whole tree."""
     global _COMMAND
+    if os.environ.get("_BM_COMPLETE"):  # shell completion: it looks at the whole tree
+        argv = None
+    if argv is not None and (not argv or argv[0] in ("-h", "--help")):  # `bm`, `bm --help`
+        if "listing" not in _ONE:
+            _ONE["listing"] = typer.main.get_command(_listing(app))
+            _plain_coercion()
+        return _ONE["listing"]
     name = _command_named(argv) if argv is not None else None
     if name is not None:
         if name not in _ONE:
@@ -206,14 +213,40 @@ def build_command(argv: list[str] | None = None):
     return _COMMAND
 
 
+def _listing(typer_app):
+    """``typer_app`` with every command's function replaced by one taking no parameters but
+    keeping its name and docstring: the top-level help lists the same commands with the same
+    lines (tests/test_cli_contract.py compares it with the whole tree's) at a fraction of the
+    cost; the app's own callback (its options) is kept."""
+    import copy
+
+    def stub(fn):
+        def command() -> None:  # pragma: no cover - listed, never run
+            raise RuntimeError("the help listing's command tree runs no command")
+
+        command.__name__, command.__doc__ = fn.__name__, fn.__doc__
+        return command
+
+    out = copy.copy(typer_app)
+    out.registered_commands = []
+    for info in typer_app.registered_commands:
+        info = copy.copy(info)
+        info.callback = stub(info.callback)
+        out.registered_commands.append(info)
+    out.registered_groups = []
+    for info in typer_app.registered_groups:
+        info = copy.copy(info)
+        info.typer_instance = _listing(info.typer_instance)
+        out.registered_groups.append(info)
+    return out
+
+
 def _name_of(info) -> str:
     return info.name or typer.main.get_command_name(info.callback.__name__)
 
 
 def _command_named(argv: list[str]) -> str | None:
     """The top-level command ``argv`` runs, when it is one bm has (None: build everything)."""
-    if os.environ.get("_BM_COMPLETE"):
-        return None
     i = 0
     while i < len(argv):
         arg = argv[i]

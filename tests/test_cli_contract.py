@@ -309,14 +309,21 @@ def _commands():
 def test_a_named_command_is_built_alone_with_the_same_help_and_errors(bm, capsys):
     """`bm recall ...` builds only recall's part of the command tree (the whole tree is ~0.2 s
     of a cold call): what each command prints for --help and for a usage error is the same as
-    from the whole tree; `bm --help` and unknown names still get the whole tree."""
+    from the whole tree; unknown names still get the whole tree, `bm --help` a listing of it."""
     from brandmind.cli import app
 
     assert list(app.build_command(["--home", "/nowhere", "--wait", "recall", "q"]).commands) == ["recall"]
     assert list(app.build_command(["memories", "list"]).commands) == ["memories"]
     full = app.build_command()
-    assert app.build_command(["--help"]) is full and app.build_command(["recal"]) is full
-    assert app.build_command(["--version"]) is full and len(full.commands) > 20
+    assert app.build_command(["recal"]) is full and app.build_command(["--version"]) is full
+    assert len(full.commands) > 20
+    # `bm`, `bm --help`, `bm -h`: a listing tree (commands without their parameters), the same text
+    full.main(args=["--help"], prog_name="bm", standalone_mode=False)
+    listed = capsys.readouterr().out
+    for args in (["--help"], ["-h"], []):
+        assert app.build_command(args) is not full
+        res = bm(*args)
+        assert res.out.rstrip("\n") == listed.rstrip("\n") and res.code == (0 if args else 2), args
     for path, _ in _commands():
         for args in ([*path, "--help"], [*path, "--no-such-option"]):
             alone = bm(*args)
