@@ -33,34 +33,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 from .errors import BMError, ModelMismatch
+from .extract import Turn
+from .extract.run import extract_facts, store_facts, stored_turns
 from .storage import memories
 from .storage import stats as q
+from .vectorlag import lag_note, pending  # noqa: F401 - the backlog's own counts, also read here
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .extract import Turn
     from .store import Store
 
 BATCH = 128        # memories embedded per batch (the model's best rate at 64-128 on 2 cores)
 MAX_ATTEMPTS = 8   # a job failing this often (~2 min of backoff) is left for `bm queue run`
 GetStore = Callable[[], "Store"]
-
-
-def pending(store: "Store", user: str | None = None) -> int:
-    """How many memories (of ``user``, or of all) wait for their vector."""
-    if user is None:
-        return memories.pending_count(store.sql)
-    if not memories.has_pending(store.sql):  # the usual case: one row lookup, not a user's index walk
-        return 0
-    return memories.pending_where(store.sql, "m.user_id = ?", [user])
-
-
-def lag_note(store: "Store", user: str | None) -> str | None:
-    """What recall says while memories of the user wait for their vector (None: none wait)."""
-    n = pending(store, store.user(user))
-    if not n:
-        return None
-    return (f"note: {n} memor{'y is' if n == 1 else 'ies are'} not yet vectorised (found by keyword and "
-            "recency only until the backlog embeds them: `bm queue`)")
 
 
 def status(store: "Store") -> dict:
@@ -173,9 +157,6 @@ def next_job(store: "Store", *, stuck: bool = False) -> tuple[int, dict] | None:
 def job_turns(store: "Store", job: dict) -> tuple[list[Turn], dict | None]:
     """The turns a job extracts from (as stored now: forgotten ones are gone) and the meta
     its facts carry."""
-    from .extract import Turn
-    from .extract.run import stored_turns
-
     user = job["user"]
     if job["kind"] == "extract_memory":
         row = memories.row(store.sql, job["memory"])
@@ -196,8 +177,6 @@ def _fail(get_store: GetStore, lock: ContextManager[Any], seq: int, job: dict, e
 def job_step(get_store: GetStore, lock: ContextManager[Any] | None = None, *, stuck: bool = False) -> dict | None:
     """Run the oldest runnable job to its end; returns its report (None: no job).  On a
     failure the job records it (attempts, error) and the error is raised."""
-    from .extract.run import extract_facts  # the extractor's patterns: not for `bm recall`'s lag note
-
     lock = lock if lock is not None else nullcontext()
     with lock:
         store = get_store()
@@ -225,8 +204,6 @@ def job_step(get_store: GetStore, lock: ContextManager[Any] | None = None, *, st
 def _store_job_facts(store: "Store", seq: int, job: dict) -> dict:
     """Store the job's facts from where it stopped; each commit records the progress, the
     last one acknowledges the job."""
-    from .extract.run import store_facts
-
     items = job["facts"][int(job.get("done", 0)):]
     kept = [item for item in items if _sources_here(store, item)]
     if len(kept) < len(items):  # turns forgotten since the extraction: their facts go

@@ -37,7 +37,7 @@ def context(
         mem.workspace(user).refresh()  # notes edited on disk (reads never refresh: brandmind/workspace.py)
         result = mem.context(read_text_arg(query), budget=budget, user=user, agent=agent, now=now,
                              as_of=as_of, format=fmt, recent=recent, margin=margin, thread=thread)
-        from .memories import print_lag_note  # the backlog's lag (brandmind/backlog.py)
+        from .memories import print_lag_note  # the backlog's lag (brandmind/vectorlag.py)
 
         print_lag_note(mem, user)
     if as_json:

@@ -155,7 +155,7 @@ def recall(
 
 def print_lag_note(mem: object, user: str | None) -> None:
     """On stderr: how many of the user's memories wait for their vector (the daemon's backlog)."""
-    from brandmind.backlog import lag_note
+    from brandmind.vectorlag import lag_note  # not brandmind.backlog: its extractor is heavy
 
     note = lag_note(mem.store, user)  # type: ignore[attr-defined]
     if note:

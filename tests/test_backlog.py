@@ -178,9 +178,7 @@ def test_doctor_reports_the_backlog(mem, monkeypatch):
     def broken(*a, **k):
         raise RuntimeError("extractor down")
 
-    from brandmind.extract import run
-
-    monkeypatch.setattr(run, "extract_facts", broken)  # backlog imports it when a job runs
+    monkeypatch.setattr(backlog, "extract_facts", broken)
     monkeypatch.setattr(backlog, "MAX_ATTEMPTS", 1)
     with pytest.raises(RuntimeError):
         backlog.job_step(lambda: mem.store)
@@ -261,8 +259,7 @@ def test_a_failing_job_stays_queued_with_its_error(mem, monkeypatch):
     def broken(*a, **k):
         raise RuntimeError("extractor down")
 
-    real = run.extract_facts
-    monkeypatch.setattr(run, "extract_facts", broken)  # backlog imports it when a job runs
+    monkeypatch.setattr(backlog, "extract_facts", broken)
     for _ in range(backlog.MAX_ATTEMPTS):
         with pytest.raises(RuntimeError):
             backlog.job_step(lambda: mem.store)
@@ -270,7 +267,7 @@ def test_a_failing_job_stays_queued_with_its_error(mem, monkeypatch):
     assert st["jobs_queued"] == 1 and st["jobs_failing"] == 1 and st["jobs_stuck"] == 1
     assert "extractor down" in st["last_error"]
     assert backlog.job_step(lambda: mem.store) is None  # the worker leaves it
-    monkeypatch.setattr(run, "extract_facts", real)
+    monkeypatch.setattr(backlog, "extract_facts", run.extract_facts)
     assert backlog.drain(lambda: mem.store)["jobs"] == 1  # bm queue run retries it
     assert backlog.status(mem.store)["jobs_queued"] == 0 and facts_of(mem)
 

@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("domain", ["beads", "scoring", "recall", "query", "factrules", "facts", "graphviews", "graph", "blocks", "personas", "skills",
                 "workspace_files", "workspace_bucket", "workspace_s3", "workspace_index", "workspace", "privacy", "context", "consolidate",
                 "importers",  # (bm import --from: reads other tools' exports; the facade stores them)
-                "forgetting", "expiry", "exchange", "extract.run", "ingesting", "backlog", "admin"]),
+                "forgetting", "expiry", "exchange", "extract.run", "ingesting", "vectorlag", "backlog", "admin"]),
     ("facade", ["memory", ""]),
 ]
 HEAVY = {"numpy", "apsw", "lmdb", "onnxruntime", "onnx", "pycrdt", "boto3", "botocore", "sqlite_vec",
