@@ -37,8 +37,11 @@ counts, which the cache mostly already holds; a counter without ``additive`` (a 
 own) counts the whole serialised text.
 
 Speed: one ``count_many`` call over 200 short chat turns takes ~4-7 ms with
-WordPiece (one ``encode_batch_fast`` call; loading tokenizer.json once costs
-~20 ms), ~2 ms with the regex.
+WordPiece in a fresh process (one ``encode_batch_fast`` call over their words), ~1 ms
+once their words are cached, ~2 ms with the regex.  Words are counted by the tokenizer
+the embedder already parsed (tokenizer.json costs ~60 ms to parse: a cold `bm context`
+parses it once), which truncates at 256 tokens: a word that long (no space in 256
+pieces) is counted again by a tokenizer of its own, in full.
 """
 from __future__ import annotations
 
@@ -84,6 +87,7 @@ class WordPieceCounter:
         self._words: dict[str, int] = {}
 
     def _tokenizer(self) -> Any:
+        """The tokenizer that counts in full (no truncation; made on first need)."""
         if self._tok is None:
             with self._lock:
                 if self._tok is None:
@@ -97,6 +101,16 @@ class WordPieceCounter:
                     tok.no_truncation()
                     self._tok = tok
         return self._tok
+
+    def _words_tokenizer(self) -> tuple[Any, int | None]:
+        """What counts words: the embedder's own tokenizer, parsed once per process
+        (embed/minilm.py ``shared_tokenizer``), with the length it truncates at: a word counted
+        at that length is counted again in full.  With a ``tokenizer_file``: its own, in full."""
+        if self._file is not None or self._tok is not None:
+            return self._tokenizer(), None
+        from .embed.minilm import MAX_TOKENS, shared_tokenizer
+
+        return shared_tokenizer(model_dir()), MAX_TOKENS
 
     def count(self, text: str) -> int:
         return self.count_many([text])[0]
@@ -119,9 +133,11 @@ class WordPieceCounter:
                 have = {w: words[w] for w in wanted if w in words}
             new = [w for w in wanted if w not in have]
             if new:
-                tok = self._tokenizer()
-                encode = getattr(tok, "encode_batch_fast", None) or tok.encode_batch  # fast: no offsets
-                have.update((w, len(enc.ids)) for w, enc in zip(new, encode(new, add_special_tokens=False)))
+                tok, cut = self._words_tokenizer()
+                have.update(zip(new, _encoded_lengths(tok, new)))
+                long = [w for w in new if have[w] == cut]  # (a word of 256 pieces without a space: rare)
+                if long:
+                    have.update(zip(long, _encoded_lengths(self._tokenizer(), long)))
             fresh = {text: sum(have[w] for w in ws if w) for text, ws in zip(todo, split)}
             known.update(fresh)
             with self._lock:
@@ -133,6 +149,11 @@ class WordPieceCounter:
                         words.clear()
                     words.update((w, have[w]) for w in new if len(w) <= WORD_CHARS)
         return [known[t] for t in texts]
+
+
+def _encoded_lengths(tok: Any, texts: list[str]) -> list[int]:
+    encode = getattr(tok, "encode_batch_fast", None) or tok.encode_batch  # fast: no offsets
+    return [len(enc.ids) for enc in encode(texts, add_special_tokens=False)]
 
 
 # CJK ideographs (one token each, as BERT splits them) | letters | digits | any other non-space char

@@ -72,6 +72,15 @@ def test_the_default_counter_is_the_embedded_wordpiece_tokenizer_without_special
     assert counter.count_many(texts) == [counter.count(t) for t in texts]
     # additive over whitespace: what lets bm count lines before joining them
     assert counter.count("\n".join(texts)) == sum(counter.count_many(texts))
+    # words are counted by the embedder's own tokenizer (parsed once a process), which truncates
+    # at 256: a word that long without a space is counted again in full
+    from brandmind.embed.minilm import shared_tokenizer
+    from brandmind.embed.minilm import model_dir as minilm_dir
+
+    fresh = WordPieceCounter()
+    assert fresh._words_tokenizer()[0] is shared_tokenizer(minilm_dir())
+    assert fresh.count("," * 600) == 600 and fresh.count("日本" * 200 + " ok") == 401
+    assert fresh.count("," * 255) == 255 and fresh.count("," * 256) == 256
 
 
 _LINE = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"),

@@ -82,7 +82,7 @@ from .minilm import (
     NAME,
     VARIANTS,
     cache_file,
-    load_tokenizer,
+    shared_tokenizer,
     model_dir,
     model_name,
 )
@@ -134,7 +134,7 @@ class LocalEmbedder:
 
     @staticmethod
     def _load_tokenizer(mdir: Path) -> Any:
-        return load_tokenizer(mdir)
+        return shared_tokenizer(mdir)
 
     def _session_options(self) -> Any:
         import onnxruntime as ort

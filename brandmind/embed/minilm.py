@@ -7,6 +7,7 @@ the variants and how the model is built and cached.
 from __future__ import annotations
 
 import importlib.util
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -76,3 +77,18 @@ def load_tokenizer(mdir: Path) -> Any:
     tok.no_padding()
     tok.enable_truncation(MAX_TOKENS)
     return tok
+
+
+_SHARED: dict[str, Any] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_tokenizer(mdir: Path) -> Any:
+    """:func:`load_tokenizer`'s tokenizer, parsed once per process (tokenizer.json takes ~60 ms):
+    the embedder and the token counter (brandmind/tokens.py) use the same one.  Its settings
+    are never changed after it is made."""
+    key = str(mdir)
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = load_tokenizer(mdir)
+        return _SHARED[key]
