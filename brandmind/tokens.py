@@ -50,7 +50,7 @@ import re
 import threading
 from typing import Any, Protocol, Sequence
 
-from .embed.minilm import INSTALL_HINT, model_dir
+from .embed.minilm import INSTALL_HINT, MAX_TOKENS, model_dir, shared_tokenizer
 from .errors import EmbedderUnavailable, InvalidInput
 
 WORDPIECE = "wordpiece:all-MiniLM-L6-v2"
@@ -108,8 +108,6 @@ class WordPieceCounter:
         at that length is counted again in full.  With a ``tokenizer_file``: its own, in full."""
         if self._file is not None or self._tok is not None:
             return self._tokenizer(), None
-        from .embed.minilm import MAX_TOKENS, shared_tokenizer
-
         return shared_tokenizer(model_dir()), MAX_TOKENS
 
     def count(self, text: str) -> int:
