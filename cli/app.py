@@ -179,6 +179,7 @@ def _silence_stdout() -> None:
 
 
 _COMMAND = None
+_LISTING = None                # `bm --help`'s tree (_listing)
 _ONE: dict[str, object] = {}  # top-level command name -> a tree holding only it
 
 
@@ -186,16 +187,17 @@ def build_command(argv: list[str] | None = None):
     """The click command tree, built once per process.  Building the whole tree costs ~0.2 s
     (typer evaluates every command's annotations), a third of a cold `bm recall`: when
     ``argv`` names a top-level command, the tree holds only that command (its options, help
-    and errors are the same: the group's name, options and callback are kept); `bm --help`,
-    completion and anything else get the whole tree."""
-    global _COMMAND
+    and errors are the same: the group's name, options and callback are kept); `bm`, `bm -h`
+    and `bm --help` get a listing (``_listing``); completion and anything else (no ``argv``,
+    an unknown name) the whole tree."""
+    global _COMMAND, _LISTING
     if os.environ.get("_BM_COMPLETE"):  # shell completion: it looks at the whole tree
         argv = None
-    if argv is not None and (not argv or argv[0] in ("-h", "--help")):  # `bm`, `bm --help`
-        if "listing" not in _ONE:
-            _ONE["listing"] = typer.main.get_command(_listing(app))
+    if argv is not None and (not argv or argv[0] in ("-h", "--help")):
+        if _LISTING is None:
+            _LISTING = typer.main.get_command(_listing(app))
             _plain_coercion()
-        return _ONE["listing"]
+        return _LISTING
     name = _command_named(argv) if argv is not None else None
     if name is not None:
         if name not in _ONE:
