@@ -191,12 +191,12 @@ def build_command(argv: list[str] | None = None):
     and `bm --help` get a listing (``_listing``); completion and anything else (no ``argv``,
     an unknown name) the whole tree."""
     global _COMMAND, _LISTING
+    _plain_coercion()  # once per process (it marks what it patched)
     if os.environ.get("_BM_COMPLETE"):  # shell completion: it looks at the whole tree
         argv = None
     if argv is not None and (not argv or argv[0] in ("-h", "--help")):
         if _LISTING is None:
             _LISTING = typer.main.get_command(_listing(app))
-            _plain_coercion()
         return _LISTING
     name = _command_named(argv) if argv is not None else None
     if name is not None:
@@ -207,11 +207,9 @@ def build_command(argv: list[str] | None = None):
             one.registered_commands = [c for c in app.registered_commands if _name_of(c) == name]
             one.registered_groups = [g for g in app.registered_groups if g.name == name]
             _ONE[name] = typer.main.get_command(one)
-            _plain_coercion()
         return _ONE[name]
     if _COMMAND is None:
         _COMMAND = typer.main.get_command(app)
-        _plain_coercion()
     return _COMMAND
 
 

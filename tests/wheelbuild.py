@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import shutil
 import subprocess
@@ -129,14 +130,10 @@ def _uv_binary() -> str | None:
         return None
 
 
-_SOURCES: list[list[str]] = []
-
-
-def _pip_sources() -> list[str]:
+@functools.lru_cache(maxsize=1)
+def _pip_sources() -> tuple[str, ...]:
     """uv options naming where pip installs from here (``pip config list``: its config files and
     PIP_* variables); local paths that do not exist are left out, as pip skips them."""
-    if _SOURCES:
-        return _SOURCES[0]
     res = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60)
     config: dict[str, list[str]] = {}
     for line in res.stdout.splitlines():
@@ -156,5 +153,4 @@ def _pip_sources() -> list[str]:
                 out += [flag, value]
     if out:
         out += ["--index-strategy", "unsafe-best-match"]  # pip's rule: the best version of any index
-    _SOURCES.append(out)
-    return out
+    return tuple(out)
