@@ -199,6 +199,7 @@ class GraphitiSink(GraphitiConnection):
                 dst = self._node(group, f.target or f.user, f.created_at, nodes)
                 edges.append(self._edge(group, e_uuid, f, src, dst))
                 out[f.local_id] = e_uuid
+            self._prepare(group)
             self._call(f"writing {len(edges)} fact(s) for {group}",
                        lambda g=group, n=list(nodes.values()), e=edges: self._write(g, n, e, []))
         return out
@@ -227,11 +228,19 @@ class GraphitiSink(GraphitiConnection):
                           expired_at=_to_dt(f.expired_at),
                           attributes={"bm_id": f.local_id, "bm_user": f.user})
 
+    def _prepare(self, group: str) -> None:
+        """Build a graph's indices once, as a call with its own deadline: graphiti's index
+        queries, one by one, so a busy server's setup does not eat the first write's deadline."""
+        if group not in self._indexed:
+            async def build() -> None:
+                await self._ensure_indices(self._driver(group), group)
+            self._call(f"building the indices of {group}", build)
+
     async def _write(self, group: str, nodes: list, edges: list, episodes: list) -> None:
         from graphiti_core.utils.bulk_utils import add_nodes_and_edges_bulk
 
         driver = self._driver(group)
-        await self._ensure_indices(driver, group)
+        await self._ensure_indices(driver, group)  # built by _prepare already; a no-op then
         if edges:
             # a fact whose subject or object changed: drop the old relationship (MERGE would add one)
             await driver.execute_query(
@@ -259,6 +268,7 @@ class GraphitiSink(GraphitiConnection):
                 source=EpisodeType.message, source_description="bm bead",
                 content=f"{m.name or m.role}: {m.content}", valid_at=at, created_at=at, entity_edges=[]))
         for group, episodes in by_group.items():
+            self._prepare(group)
             self._call(f"writing {len(episodes)} message(s) for {group}",
                        lambda g=group, e=episodes: self._write(g, [], [], e))
 

@@ -265,7 +265,12 @@ def test_each_extra_installs_alone_and_works(extra, venvs, tmp_path, model_cache
                     "--password-env", "FK_PASSWORD").returncode == 0
         assert _run(py, env, "remember", "Ann lives in Lisbon").returncode == 0
         synced = _run(py, env, "sync", "now", "--json")
+        if synced.returncode == 1 and "timed out" in synced.stderr:
+            # the documented contract of a slow server (a loaded CI machine): the next sync retries
+            synced = _run(py, env, "sync", "now", "--json")
         assert synced.returncode == 0 and "Traceback" not in synced.stderr, (synced.stdout, synced.stderr)
+        facts = fk.query("bm_default", "MATCH ()-[e:RELATES_TO]->() RETURN e.fact")
+        assert any("Lisbon" in str(row[0]) for row in facts), facts
 
 
 def test_scripts_find_shared_data_relative_to_the_checkout():
