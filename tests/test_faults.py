@@ -21,7 +21,7 @@ from brandmind.logvalues import loads
 
 N_WRITERS = 4
 PER_WRITER = 500
-N_MESSAGES = 20_000
+N_MESSAGES = 10_000
 
 
 # -- helpers ------------------------------------------------------------------------------
