@@ -122,10 +122,11 @@ def emb(cache: Path) -> LocalEmbedder:
 # ----------------------------------------------------------------- behaviour
 
 
-def test_name_dim_protocol(emb: LocalEmbedder, cache: Path):
+def test_name_dim_protocol(emb: LocalEmbedder, model_cache: Path):
     assert emb.name == "local:all-MiniLM-L6-v2" and emb.dim == 384 and emb.variant == "fp32"
     assert isinstance(emb, Embedder)
-    other = get_embedder("local", cache_dir=cache)
+    # the default variant from the run's shared cache (built once per run, not once more here)
+    other = get_embedder("local", cache_dir=model_cache)
     assert isinstance(other, LocalEmbedder) and other.variant == local_mod.DEFAULT_VARIANT
 
 
@@ -305,10 +306,13 @@ def test_int8_variant_is_close_to_fp32(cache: Path, emb: LocalEmbedder):
 # ----------------------------------------------------------------- the static int8 variant
 
 
-def test_int8s_static_variant(cache: Path, emb: LocalEmbedder, reference: NumpyBert):
-    q = LocalEmbedder(cache_dir=cache, variant="int8s")
+def test_int8s_static_variant(model_cache: Path, emb: LocalEmbedder, reference: NumpyBert):
+    # the run's shared cache: the default variant is built once per run (a build into an empty
+    # cache, by two processes at once, is test_extras' shared-cache test; a broken one's,
+    # test_broken_cache_is_rebuilt)
+    q = LocalEmbedder(cache_dir=model_cache, variant="int8s")
     assert q.name == "local:all-MiniLM-L6-v2:int8s" and q.variant == "int8s"
-    assert local_mod.cache_file(cache, "int8s").is_file()
+    assert local_mod.cache_file(model_cache, "int8s").is_file()
     texts = [EATING, BREAD, BABY, *MIXED]
     a, b = q.embed_documents(texts), emb.embed_documents(texts)
     np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
@@ -322,7 +326,7 @@ def test_int8s_static_variant(cache: Path, emb: LocalEmbedder, reference: NumpyB
     # static activation scales: a text's vector does not depend on its batch mates or the batch size
     alone = np.stack([q.embed_query(t) for t in texts])
     assert np.abs(a - alone).max() < 1e-5
-    small = LocalEmbedder(cache_dir=cache, variant="int8s", batch_size=2, threads=1)
+    small = LocalEmbedder(cache_dir=model_cache, variant="int8s", batch_size=2, threads=1)
     assert np.abs(small.embed_documents(texts[::-1])[::-1] - a).max() < 1e-5
 
 
