@@ -37,7 +37,7 @@ from .extract import Turn
 from .extract.run import extract_facts, store_facts, stored_turns
 from .storage import memories
 from .storage import stats as q
-from .vectorlag import lag_note, pending  # noqa: F401 - the backlog's own counts, also read here
+from .vectorlag import pending  # how many memories wait for their vector (also read by the worker)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import Store

@@ -72,12 +72,13 @@ def recall(store: "Store", query: str | bytes, *, k: int | None = None, user: st
     k = check_k(k)
     f = filters(store, user=user, agent=agent, types=types, since=since, until=until, now=now, as_of=as_of)
     weights = Weights.from_config(store.config)
-    qvec = np.asarray(store.embedder.embed_query(embedded_text(store, query, f.user, weights)), dtype=np.float32)
+    named = store.searcher.speakers_named(query, f.user) if weights.speaker else []
+    qvec = np.asarray(store.embedder.embed_query(embedded_text(query, named, weights)), dtype=np.float32)
     if qvec.shape != (store.sql.dim,):
         raise ModelMismatch(f"query vector is {qvec.shape[-1]}-d, the store's are {store.sql.dim}-d",
                             hint="run `bm reindex`")
     base = Query(query, qvec, f, k or 10, weights,
-                 tuple(find_windows(query, f.now)), f.now, explain)
+                 tuple(find_windows(query, f.now)), f.now, explain, speakers=tuple(named))
     hits = searcher(store).search(base) if f.agent is None else _scopes(store, base, k)
     rows = (briefs_by_rowid if brief else rows_by_rowid)(store.sql, [h["rowid"] for h in hits])
     out = []
@@ -94,15 +95,15 @@ def recall(store: "Store", query: str | bytes, *, k: int | None = None, user: st
     return out
 
 
-def embedded_text(store: "Store", query: str, user: str, weights: Weights) -> str:
-    """What the query's vector is made of: the query as the speaker it names would say it
-    (search.in_own_words: "what does Ann like?" -> "what does I like?"), when the speaker
-    signal ranks that speaker's turns: a turn is stored as "Ann: I like ...", and the name
-    in the query pulls its vector towards every turn that says the name ("hi Ann!") rather
-    than towards what is asked about."""
+def embedded_text(query: str, named: list[str], weights: Weights) -> str:
+    """What the query's vector is made of: the query as the speaker it names (``named``)
+    would say it (search.in_own_words: "what does Ann like?" -> "what does I like?"), when
+    the speaker signal ranks that speaker's turns: a turn is stored as "Ann: I like ...", and
+    the name in the query pulls its vector towards every turn that says the name ("hi Ann!")
+    rather than towards what is asked about."""
     if not weights.speaker:
         return query
-    return in_own_words(query, store.searcher.speakers_named(query, user))
+    return in_own_words(query, named)
 
 
 def _scopes(store: "Store", base: Query, k: int | None) -> list[dict]:

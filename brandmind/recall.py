@@ -74,6 +74,7 @@ class Query:
     windows: tuple = ()        # timewords.Window: time ranges the query names
     now: int = 0
     explain: bool = True       # each result's signals (what put it there); off for bm context
+    speakers: tuple = ()       # the speakers the text names (query.recall looks them up once)
 
 
 class Searcher:
@@ -130,7 +131,7 @@ class Searcher:
         if len(extra):
             self._add(p, ri, extra, q.vector)
             pos = np.concatenate([pos, extra])
-        speakers = self.index.speakers_named(q.text, f.user) if w.speaker and len(p) else []
+        speakers = list(q.speakers) if w.speaker and len(p) else []
         code = ri.codes["speaker"].get(speakers[0]) if len(speakers) == 1 else None
         return p, pos, Signals(w, best_bm=float(kscore.max()) if len(kscore) else 0.0, speaker=code,
                                speaker_name=speakers[0] if code is not None else "",

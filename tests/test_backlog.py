@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from brandmind import backlog
+from brandmind import backlog, vectorlag
 from brandmind.memory import Memory
 from brandmind.storage import recallindex
 
@@ -67,12 +67,12 @@ def test_deferred_writes_store_keywords_now_and_vectors_later(mem):
     assert counts(mem) == (301, 0, 301)
     assert mem.sql.integrity() == []  # memories = vectors + waiting
     assert backlog.pending(mem.store) == 301 and backlog.pending(mem.store, "bob") == 0
-    assert "301 memories are not yet vectorised" in backlog.lag_note(mem.store, "ann")
+    assert "301 memories are not yet vectorised" in vectorlag.lag_note(mem.store, "ann")
     # found by keyword meanwhile
     assert mem.recall("bicycle hallway", user="ann", k=1)[0]["text"].startswith("Ann keeps a green bicycle")
     done = backlog.drain(lambda: mem.store)
     assert done["embedded"] == 301 and counts(mem) == (301, 301, 0)
-    assert mem.sql.integrity() == [] and backlog.lag_note(mem.store, "ann") is None
+    assert mem.sql.integrity() == [] and vectorlag.lag_note(mem.store, "ann") is None
     assert len(emb.texts) == 301  # each text once
     # the vectors are in the index: a rebuild takes them from there and embeds nothing
     emb.texts.clear()

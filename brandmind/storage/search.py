@@ -212,7 +212,6 @@ class SearchIndex:
         self.index_path = sql.path.with_name("recall.idx")  # beside memory.sqlite
         self._data_version: int | None = None
         self._speakers: dict[str, tuple[int, list[str]]] = {}
-        self._named: tuple = ()  # the last speakers_named call: ((text, user, version), names)
         self._stale = True
         self._graph_empty: tuple[int, bool] | None = None
         self._access: dict[str, list[int]] = {}  # id -> [hits, last ms] not written yet
@@ -223,7 +222,6 @@ class SearchIndex:
         self._stale = True
         self._graph_empty = None
         self._speakers.clear()
-        self._named = ()
 
     def close(self) -> None:
         """Write the access counts, and the recall index file if this process caught up well beyond it."""
@@ -321,17 +319,12 @@ class SearchIndex:
         return self._graph_empty[1]
 
     def speakers_named(self, text: str, user: str) -> list[str]:
-        """The speakers of the user's conversations that the query names (whole words); the
-        last answer is kept (a query asks twice: for its vector's words and for ranking)."""
+        """The speakers of the user's conversations that the query names (whole words)."""
         version = data_version(self.sql)
-        if self._named and self._named[0] == (text, user, version):
-            return list(self._named[1])
         cached = self._speakers.get(user)
         if cached is None or cached[0] != version:
             names = speakers(self.sql, user)
             if len(self._speakers) > 64:
                 self._speakers.clear()
             cached = self._speakers[user] = (version, names)
-        named = named_in(text, cached[1])
-        self._named = ((text, user, version), tuple(named))
-        return named
+        return named_in(text, cached[1])
