@@ -48,6 +48,7 @@ from . import clock, scoring
 from .scoring import Pool, Signals, Weights
 from .storage import graph as kg
 from .storage import search
+from .storage.indexfile import distinct, outside
 from .storage.recallindex import RecallIndex
 from .timewords import asks_when
 from .storage.search import STOPWORDS, Filters, SearchIndex, keyword_query, query_words
@@ -127,7 +128,7 @@ class Searcher:
         if (~old).any():
             self._add(p, ri, kpos[~old], q.vector, bm25=kscore[~old], kw_rank=krank[~old])
         pos = np.concatenate([vpos, kpos[~old]]).astype(np.int64)
-        extra = np.setdiff1d(extra, pos)
+        extra = outside(extra, pos)
         if len(extra):
             self._add(p, ri, extra, q.vector)
             pos = np.concatenate([pos, extra])
@@ -149,9 +150,8 @@ class Searcher:
             return pos
         c = ri.cols
         around = ri.positions(np.concatenate([c["prev"][pos[seeds]], c["next"][pos[seeds]]]))
-        fresh = np.unique(around[(around >= 0)])
-        fresh = fresh[m[fresh]]
-        fresh = np.setdiff1d(fresh, pos)
+        fresh = distinct(around[(around >= 0)])
+        fresh = outside(fresh[m[fresh]], pos)
         if len(fresh):
             start = self._add(p, ri, fresh, q)
             pos = np.concatenate([pos, fresh])
@@ -243,7 +243,7 @@ class Searcher:
         rowid_of = search.rowids_of(self.sql, list(reached))
         at = ri.positions([rowid_of[mid] for mid in reached if mid in rowid_of])
         at = at[at >= 0]
-        fresh = np.setdiff1d(at[m[at]], pos)
+        fresh = outside(at[m[at]], pos)
         if len(fresh):
             start = self._add(p, ri, fresh, q)
             pos = np.concatenate([pos, fresh])

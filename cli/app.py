@@ -164,8 +164,26 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
     if argv is None:
-        sys.exit(code)
+        _exit_now(code)
     return code
+
+
+def _exit_now(code: int) -> None:
+    """End the process without the interpreter's teardown: freeing the model session, numpy and
+    every module's objects one by one takes ~0.1 s, a sixth of a cold `bm recall`.  Nothing
+    is lost by skipping it: the command has returned, so its store is closed (every command
+    opens it with ``with``), its writes are committed (SQLite and LMDB commit at the end of
+    each transaction, and an uncommitted one is discarded, as after a kill: tests/test_faults.py),
+    bm starts no thread that outlives a command, and the two streams and logging's handlers are
+    flushed here.  The exit code is the command's."""
+    if "logging" in sys.modules:
+        sys.modules["logging"].shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or vanished reader: nothing left to say
+            pass
+    os._exit(code)
 
 
 def _silence_stdout() -> None:

@@ -73,6 +73,10 @@ def _resolve(mod: str, path: Path, node: ast.ImportFrom) -> str:
     return ".".join(parts + ([node.module] if node.module else []))
 
 
+# underscore names the standard library documents as public
+STDLIB_PUBLIC = {"os._exit"}
+
+
 class Module:
     def __init__(self, name: str, path: Path, known: set[str]):
         self.name, self.path = name, path
@@ -104,7 +108,8 @@ class Module:
                 attr = node.attr
                 if attr.startswith("_") and not attr.startswith("__"):
                     v = node.value
-                    if not (isinstance(v, ast.Name) and v.id in ("self", "cls")) and attr not in defined:
+                    if (not (isinstance(v, ast.Name) and v.id in ("self", "cls")) and attr not in defined
+                            and ast.unparse(node) not in STDLIB_PUBLIC):
                         self.private_reads.append((node.lineno, f"{ast.unparse(v)}.{attr}"))
             if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
                 if SQL_TEXT.match(str(node.values[0].value)):

@@ -48,6 +48,26 @@ def test_version_in_process_and_subprocess(bm):
     assert proc.code == 0 and proc.out.strip() == f"bm {__version__}", proc
 
 
+def test_a_process_ends_without_teardown_and_loses_nothing():
+    """`bm` ends with ``os._exit`` once a command returns (cli/app.py ``_exit_now``: no
+    interpreter teardown): what it wrote to a pipe arrives whole, notes on stderr too, its
+    exit code is the command's, and what it stored is there for the next process."""
+    texts = [f"note {i}: the {i}th shelf holds {'jars ' * 40}" for i in range(60)]
+    for i in range(0, 60, 20):
+        proc = run_bm("ingest", "-", "--json", input=jsonl([{"role": "user", "content": t} for t in texts[i:i + 20]]))
+        assert proc.code == 0, proc
+    proc = run_bm("recall", "which shelf holds jars", "-k", "60", "--json")
+    assert proc.code == 0, proc
+    assert len(proc.json()) == 60  # 60 results of ~250 characters: more than a pipe's first write
+    lines = run_bm("export").out.splitlines()
+    records = [json.loads(line) for line in lines]
+    assert sorted(r["text"] for r in records if r["kind"] == "memory") == sorted(texts)
+    proc = run_bm("recall", "jars", "-u", "nobody-here", "--json")
+    assert proc.code == 0 and proc.json() == [] and "nobody-here" in proc.err, proc  # the note on stderr
+    proc = run_bm("forget", "m_nonexistent", "--yes")
+    assert proc.code == 1 and proc.err.startswith("Error: "), proc
+
+
 def test_init_creates_store_and_is_safe_to_rerun(bm, tmp_path, monkeypatch):
     bm_home = use_home(monkeypatch, tmp_path / "fresh")
     assert not (bm_home / "data").exists()

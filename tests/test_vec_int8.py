@@ -83,6 +83,39 @@ def _make_float32(mem: Memory, vectors: dict[int, bytes]) -> None:
         c.execute("DELETE FROM migrations WHERE name = '0017_vec_int8'")
 
 
+def test_the_frozen_rotation_rounds_are_the_seeded_ones_and_rotate_is_the_matrix():
+    """The sizes in ``FROZEN_DIMS`` read their sign flips and permutations from the package's
+    ``rotation.bin`` (numpy may change what a seeded generator draws: NEP 19); they are the
+    generator's (numpy 2.4), a size not in the file gets them from the generator, and
+    ``rotate`` (the transform applied to the rows) equals the rows times the matrix."""
+    from brandmind.storage import recallsql
+    from brandmind.storage.recallsql import FROZEN_DIMS, _matrix, _rounds, rotate, seeded_rounds
+
+    assert recallsql.FROZEN_FILE.stat().st_size == sum(3 * (2 * d + d // 8) for d in FROZEN_DIMS)
+    for dim in (*FROZEN_DIMS, 64, 96):
+        signs, perms = _rounds(dim)
+        want_signs, want_perms = seeded_rounds(dim)
+        assert np.array_equal(signs, want_signs) and np.array_equal(perms, want_perms), dim
+        assert (np.sort(perms, axis=1) == np.arange(dim)).all() and set(np.unique(signs)) == {-1.0, 1.0}
+    rng = np.random.default_rng(5)
+    for dim in (384, 768, 64):
+        v = rng.standard_normal((7, dim)).astype(np.float32)
+        assert np.allclose(rotate(v), (v @ _matrix(dim)).astype(np.float32), atol=1e-6), dim
+
+
+def test_distinct_and_outside_are_numpys_unique_and_setdiff1d():
+    """The recall path's set helpers (storage/indexfile.py), written without what ``np.unique``
+    imports on first use, give numpy's answers on random inputs with repeats and negatives."""
+    from brandmind.storage.indexfile import distinct, outside
+
+    rng = np.random.default_rng(11)
+    for _ in range(500):
+        a = rng.integers(-5, 40, rng.integers(0, 30))
+        b = rng.integers(-5, 40, rng.integers(0, 30))
+        assert np.array_equal(distinct(a), np.unique(a))
+        assert np.array_equal(outside(a, b), np.setdiff1d(a, b))
+
+
 def test_a_float32_store_is_migrated_in_batches_and_finds_what_it_found(store, monkeypatch):
     with Memory() as mem:
         for i, t in enumerate(TEXTS):

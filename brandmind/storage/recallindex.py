@@ -49,7 +49,7 @@ from .. import clock
 from ..clock import now_millis
 from .expiry import expired_rowids
 from . import kwindex
-from .indexfile import COLUMNS, IndexFile, hamming, remove_abandoned, rotation, scrub, signs, smallest
+from .indexfile import COLUMNS, IndexFile, distinct, hamming, remove_abandoned, rotation, scrub, signs, smallest
 from .recallsql import (ReadSnapshot, all_rows, all_vectors, changed_rowids, epoch, episode_key, last_change,
                         memory_total, neighbours_of, rotate, rows_after, rows_of, stored_vectors_of, text_key,
                         turn_order)
@@ -515,7 +515,7 @@ class RecallIndex:
             if len(idx) > k:
                 idx = idx[np.argpartition(-cols["importance"][idx], k - 1)[:k]]
             out.append(idx)
-        return np.unique(np.concatenate(out))
+        return distinct(np.concatenate(out))
 
     def _kw(self) -> tuple[int, int, float]:
         """(rows, dead ones included; N, the live rows; their average token count)."""

@@ -8,6 +8,7 @@ import hashlib
 import secrets
 import zlib
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -96,32 +97,75 @@ def _hadamard(v: Any, block: int) -> Any:
     return (y.reshape(n, dim) / np.float32(np.sqrt(block))).astype(np.float32)
 
 
-@lru_cache(maxsize=8)
-def _matrix(dim: int) -> Any:
-    """The rotation of ``dim``-d rows as a float64 matrix (``rotate(v) = v @ M``), made once
-    from the exact transform: ``ROTATION_ROUNDS`` rounds of seeded sign flips, a seeded
-    permutation and a Walsh-Hadamard transform on blocks of the largest power of two dividing
-    ``dim``.  None (no rotation) when that block is under 16."""
+# The sign flips and permutations of every round, for the usual embedding sizes, as the seeded
+# generator made them with numpy 2.4 (``python scripts/freeze_rotation.py`` wrote the file;
+# tests/test_recallsql.py checks it against the generator).  Stored vectors depend on them, and
+# numpy does not promise that ``Generator.integers`` and ``permutation`` give the same numbers in
+# every release (NEP 19); reading them also spares a cold `bm recall` importing numpy.random and
+# building the matrix (~20 ms).  Other sizes use the generator.
+FROZEN_DIMS = (256, 384, 512, 768, 1024, 1536, 3072)
+FROZEN_FILE = Path(__file__).resolve().parent.parent / "data" / "rotation.bin"
+
+
+def seeded_rounds(dim: int) -> tuple[Any, Any]:
+    """The rounds' sign flips (float32 +-1, rounds x dim) and permutations (rounds x dim) as
+    the seeded generator makes them."""
     import numpy as np
 
+    rng = np.random.default_rng(ROTATION_SEED + dim)
+    signs, perms = [], []
+    for _ in range(ROTATION_ROUNDS):
+        signs.append(rng.integers(0, 2, dim) * 2 - 1)
+        perms.append(rng.permutation(dim))
+    return np.array(signs, np.float32), np.array(perms, np.int64)
+
+
+@lru_cache(maxsize=8)
+def _rounds(dim: int) -> tuple[Any, Any]:
+    """:func:`seeded_rounds`, from ``FROZEN_FILE`` for the sizes it holds: per size, in
+    ``FROZEN_DIMS`` order, the permutations as uint16 then the signs as bits (1: +1)."""
+    import numpy as np
+
+    if dim not in FROZEN_DIMS:
+        return seeded_rounds(dim)
+    offset = sum(ROTATION_ROUNDS * (2 * d + d // 8) for d in FROZEN_DIMS[:FROZEN_DIMS.index(dim)])
+    raw = np.fromfile(FROZEN_FILE, np.uint8, ROTATION_ROUNDS * (2 * dim + dim // 8), offset=offset)
+    perms = raw[:2 * ROTATION_ROUNDS * dim].view("<u2").reshape(ROTATION_ROUNDS, dim).astype(np.int64)
+    bits = np.unpackbits(raw[2 * ROTATION_ROUNDS * dim:]).reshape(ROTATION_ROUNDS, dim)
+    return bits.astype(np.float32) * 2 - 1, perms
+
+
+def _transform(v: Any) -> Any:
+    """float32 rows ``v`` rotated: ``ROTATION_ROUNDS`` rounds of seeded sign flips, a seeded
+    permutation and a Walsh-Hadamard transform on blocks of the largest power of two dividing
+    the size; unchanged when that block is under 16."""
+    dim = v.shape[1]
     block = dim & -dim
     if block < 16:
+        return v
+    signs, perms = _rounds(dim)
+    for r in range(ROTATION_ROUNDS):
+        v = _hadamard((v * signs[r])[:, perms[r]], block)
+    return v
+
+
+@lru_cache(maxsize=8)
+def _matrix(dim: int) -> Any:
+    """The rotation of ``dim``-d rows as a float64 matrix (``rotate(v) = v @ M``): the
+    transform of the identity's rows; None (no rotation) when its block is under 16."""
+    import numpy as np
+
+    if (dim & -dim) < 16:
         return None
-    rng = np.random.default_rng(ROTATION_SEED + dim)
-    m = np.eye(dim, dtype=np.float32)
-    for _ in range(ROTATION_ROUNDS):
-        signs = (rng.integers(0, 2, dim) * 2 - 1).astype(np.float32)
-        m = _hadamard((m * signs)[:, rng.permutation(dim)], block)
-    return m.astype(np.float64)
+    return _transform(np.eye(dim, dtype=np.float32)).astype(np.float64)
 
 
 def rotate(vectors: Any) -> Any:
-    """Rows of ``vectors`` (float32) times the store's fixed rotation (see above)."""
+    """Rows of ``vectors`` (float32) times the store's fixed rotation (see above), computed as
+    the transform itself (a query needs no matrix)."""
     import numpy as np
 
-    v = np.atleast_2d(np.asarray(vectors, np.float32))
-    m = _matrix(v.shape[1])
-    return v if m is None else (v @ m).astype(np.float32)
+    return _transform(np.atleast_2d(np.asarray(vectors, np.float32))).astype(np.float32)
 
 
 def unrotate(vectors: Any) -> Any:
