@@ -72,12 +72,12 @@ def recall(store: "Store", query: str | bytes, *, k: int | None = None, user: st
     k = check_k(k)
     f = filters(store, user=user, agent=agent, types=types, since=since, until=until, now=now, as_of=as_of)
     weights = Weights.from_config(store.config)
-    named = store.searcher.speakers_named(query, f.user) if weights.speaker else []
-    qvec = np.asarray(store.embedder.embed_query(embedded_text(query, named, weights)), dtype=np.float32)
+    text, named = store.searcher.speakers_named(query, f.user) if weights.speaker else (query, [])
+    qvec = np.asarray(store.embedder.embed_query(embedded_text(text, named, weights)), dtype=np.float32)
     if qvec.shape != (store.sql.dim,):
         raise ModelMismatch(f"query vector is {qvec.shape[-1]}-d, the store's are {store.sql.dim}-d",
                             hint="run `bm reindex`")
-    base = Query(query, qvec, f, k or 10, weights,
+    base = Query(text, qvec, f, k or 10, weights,
                  tuple(find_windows(query, f.now)), f.now, explain, speakers=tuple(named))
     hits = searcher(store).search(base) if f.agent is None else _scopes(store, base, k)
     rows = (briefs_by_rowid if brief else rows_by_rowid)(store.sql, [h["rowid"] for h in hits])

@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, list[str]]] = [
                     "extract.patterns", "extract.phrases", "extract.makers", "extract.verbs",
                     "extract.clauses", "extract.rules", "extract.openai_chat", "extract.llm", "extract.choose", "lmdbscrub"]),
     ("storage", ["logtxn", "oplog", "storage", "storage.keywords", "storage.kwindex", "storage.indexfile", "storage.recallsql",
-                 "storage.expiry", "storage.recallindex", "storage.graph", "storage.*", "sqlstore"]),
+                 "storage.expiry", "storage.recallindex", "storage.graph", "storage.aliases", "storage.*", "sqlstore"]),
     ("rules", ["ops", "merge", "opcheck", "blockrules", "personarules", "skillrules", "logforget",
                "held", "converge", "applying", "projection", "replication"]),
     ("store", ["store"]),

@@ -18,6 +18,7 @@ from .. import clock
 from ..clock import now_millis, parse_time
 from .expiry import access_of, add_access, live_sql
 from .indexfile import scrub_names
+from . import aliases
 from . import graph as kg
 from .recallindex import RecallIndex
 
@@ -212,6 +213,7 @@ class SearchIndex:
         self.index_path = sql.path.with_name("recall.idx")  # beside memory.sqlite
         self._data_version: int | None = None
         self._speakers: dict[str, tuple[int, list[str]]] = {}
+        self._aliases: dict[tuple[str, str], tuple[int, str | None]] = {}  # (user, word) -> speaker
         self._stale = True
         self._graph_empty: tuple[int, bool] | None = None
         self._access: dict[str, list[int]] = {}  # id -> [hits, last ms] not written yet
@@ -222,6 +224,7 @@ class SearchIndex:
         self._stale = True
         self._graph_empty = None
         self._speakers.clear()
+        self._aliases.clear()
 
     def close(self) -> None:
         """Write the access counts, and the recall index file if this process caught up well beyond it."""
@@ -318,13 +321,29 @@ class SearchIndex:
             self._graph_empty = (version, kg.is_empty(self.sql))
         return self._graph_empty[1]
 
-    def speakers_named(self, text: str, user: str) -> list[str]:
-        """The speakers of the user's conversations that the query names (whole words)."""
+    def speakers_named(self, text: str, user: str) -> tuple[str, list[str]]:
+        """``text`` with each name its speakers are called by written as the speaker's
+        ("Kate" -> "Emi": storage/aliases.py), and the speakers of the user's conversations
+        that it names (:func:`named_in`)."""
         version = data_version(self.sql)
         cached = self._speakers.get(user)
         if cached is None or cached[0] != version:
             names = speakers(self.sql, user)
             if len(self._speakers) > 64:
                 self._speakers.clear()
+                self._aliases.clear()
             cached = self._speakers[user] = (version, names)
-        return named_in(text, cached[1])
+        names = cached[1]
+        if not names:
+            return text, []
+        said = {w for ws in mentions(text, names).values() for w in ws}
+        for word in aliases.candidates(text, said):
+            key = (user, word)
+            hit = self._aliases.get(key)
+            if hit is None or hit[0] != version:
+                if len(self._aliases) > 256:
+                    self._aliases.clear()
+                hit = self._aliases[key] = (version, aliases.speaker_called(self.sql, self.recall_index(), user, word))
+            if hit[1] is not None:
+                text = re.sub(r"(?<!\w)" + re.escape(word) + r"(?!\w)", hit[1], text)
+        return text, named_in(text, names)
