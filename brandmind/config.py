@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -298,6 +297,8 @@ def llm_provider(value: Any) -> str:
 def read_config_file(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
+    import tomllib  # here: most stores have no config file, and a cold `bm recall` reads none
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -34,7 +34,7 @@ def context(
       bm context "plan dinner" -b 800 -u ann -a coach --json | jq .dropped
     """
     with open_store(if_missing="empty") as mem:
-        mem.workspace(user).refresh()  # notes edited on disk (reads never refresh: brandmind/workspace.py)
+        mem.refresh_workspace(user)  # notes edited on disk (reads never refresh: brandmind/workspace.py)
         result = mem.context(read_text_arg(query), budget=budget, user=user, agent=agent, now=now,
                              as_of=as_of, format=fmt, recent=recent, margin=margin, thread=thread)
         from .memories import print_lag_note  # the backlog's lag (brandmind/vectorlag.py)

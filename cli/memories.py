@@ -135,7 +135,7 @@ def recall(
         raise UsageError("missing QUERY", hint='bm recall "what does Ann like?" (or --batch FILE)')
     text = read_text_arg(query)
     with open_store(if_missing="empty") as mem:
-        mem.workspace(user).refresh()  # notes edited on disk (reads never refresh: brandmind/workspace.py)
+        mem.refresh_workspace(user)  # notes edited on disk (reads never refresh: brandmind/workspace.py)
         from brandmind.sync.assist import recall_with_remote
 
         results, reports = recall_with_remote(mem, text, k=k, user=user, agent=agent, types=type or (),
@@ -198,7 +198,7 @@ def _recall_batch(path: str, user: Optional[str], agent: Optional[str], **defaul
             yield q
 
     with open_store(if_missing="empty") as mem, open_input(path) as fh:
-        mem.workspace(user).refresh()  # notes edited on disk (reads never refresh: brandmind/workspace.py)
+        mem.refresh_workspace(user)  # notes edited on disk (reads never refresh: brandmind/workspace.py)
         for q in queries(fh):
             if "_error" in q:
                 out = {"id": q["id"], "error": q["_error"], "hint": 'each line is {"query": "...", "k": 10, "id": ...}'}

@@ -125,7 +125,7 @@ def _remember(mem: Any, a: dict) -> dict:
 
 
 def _recall(mem: Any, a: dict) -> dict:
-    mem.workspace(a.get("user")).refresh()  # notes edited on disk (as `bm recall`)
+    mem.refresh_workspace(a.get("user"))  # notes edited on disk (as `bm recall`)
     hits = mem.recall(a["query"], k=a.get("k"), user=a.get("user"), agent=a.get("agent"))
     return {"results": [_brief(h) for h in hits],
             "note": "snippets only: call get with an id for the whole memory" if hits else
@@ -138,7 +138,7 @@ def _get(mem: Any, a: dict) -> dict:
 
 
 def _context(mem: Any, a: dict) -> dict:
-    mem.workspace(a.get("user")).refresh()
+    mem.refresh_workspace(a.get("user"))
     ctx = mem.context(a["query"], budget=a.get("budget", 2000), user=a.get("user"), agent=a.get("agent"))
     return {"text": ctx["text"], "tokens": ctx["tokens"], "budget": ctx["budget"],
             "memory_ids": [m["id"] for m in ctx["sections"].get("memories", [])],

@@ -294,6 +294,20 @@ def test_recall_itself_picks_up_notes_changed_on_disk(bm, store):
     assert not any("window" in m["text"] for m in recall(bm, "window seats", k=10))
 
 
+def test_recall_forgets_notes_whose_whole_workspace_went_behind_bms_back(bm, store):
+    """`bm recall` skips the workspace's code when the store keeps no workspace files
+    (Memory.refresh_workspace), but not when files it indexed are gone with the whole
+    workspace folder: their chunks are forgotten, not found."""
+    import shutil
+
+    assert not (root(store).parent).exists()
+    assert recall(bm, "window seats", k=10) == []
+    bm("fs", "write", "/notes/a.md", "Ann prefers window seats on long flights.")
+    assert "window" in recall(bm, "window seats")[0]["text"]
+    shutil.rmtree(root(store).parent)  # <data>/workspace, every user's
+    assert not any("window" in m["text"] for m in recall(bm, "window seats", k=10))
+
+
 def test_refresh_api_and_its_cost_when_nothing_changed(store):
     from brandmind.workspace import refresh
 

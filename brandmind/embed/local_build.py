@@ -8,11 +8,8 @@ See ``brandmind.embed.local`` for the variants and their numbers.  ``onnx``,
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
-import random
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -215,6 +212,8 @@ def quantize_int8(fp32: "onnx.ModelProto", out_path: str | Path, *, per_channel:
     uint8 per call (DynamicQuantizeMatMul / QAttention).  The word-embedding
     table stays fp32.
     """
+    import logging  # here: a cold `bm recall` loads this module and never builds a model
+
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     root = logging.getLogger()
@@ -288,6 +287,8 @@ _CAL_TEMPLATES = (
 
 def calibration_texts(n: int = 400, seed: int = 0) -> list[str]:
     """``n`` varied chat-like sentences (1-4 clauses, sometimes "Name: ..."), the same on every machine."""
+    import random
+
     rng = random.Random(seed)
     out = []
     while len(out) < n:
@@ -433,6 +434,8 @@ def build_model(variant: str, weights_dir: Path | None = None) -> "onnx.ModelPro
         ) from exc
     model = build_fp32_model(weights)
     if variant in ("int8", "int8s"):
+        import tempfile
+
         fp32 = model
         with tempfile.TemporaryDirectory(prefix="bm-embed-") as tmp:
             out = Path(tmp) / "int8.onnx"
@@ -485,6 +488,8 @@ def save_model(model: "onnx.ModelProto", path: Path) -> None:
 
 def _write_atomically(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temp file in the same directory and os.replace."""
+    import tempfile
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:

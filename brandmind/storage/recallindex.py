@@ -37,7 +37,6 @@ stale file.  Losing the file loses nothing: it is rebuilt from SQLite.
 from __future__ import annotations
 
 import os
-import secrets
 from contextlib import nullcontext
 from itertools import islice
 from pathlib import Path
@@ -146,7 +145,7 @@ class RecallIndex:
     def _new_file(self, cap: int) -> tuple[IndexFile, Any]:
         if self.path is not None:
             remove_abandoned(self.path)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{os.urandom(4).hex()}")
             try:
                 return IndexFile.create(tmp, cap, self.sql.dim)
             except OSError:

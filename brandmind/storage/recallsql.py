@@ -5,7 +5,7 @@ and the reads an index is built and kept in step from, in one read snapshot.
 from __future__ import annotations
 
 import hashlib
-import secrets
+import os
 import zlib
 from functools import lru_cache
 from pathlib import Path
@@ -40,7 +40,7 @@ def epoch(sql: "SQLStore") -> str:
 
 def new_epoch(sql: "SQLStore") -> None:
     """Vectors were replaced (``bm reindex``): every index file of this database is stale."""
-    sql.set_meta("recall_epoch", secrets.token_hex(8))
+    sql.set_meta("recall_epoch", os.urandom(8).hex())
 
 
 def last_change(sql: "SQLStore") -> tuple[int, int]:
