@@ -175,7 +175,10 @@ def _exit_now(code: int) -> None:
     opens it with ``with``), its writes are committed (SQLite and LMDB commit at the end of
     each transaction, and an uncommitted one is discarded, as after a kill: tests/test_faults.py),
     bm starts no thread that outlives a command, and the two streams and logging's handlers are
-    flushed here.  The exit code is the command's."""
+    flushed here.  The exit code is the command's.  Under a tracer or a profiler (coverage,
+    cProfile), which write their reports at exit, the interpreter ends as usual."""
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+        sys.exit(code)
     if "logging" in sys.modules:
         sys.modules["logging"].shutdown()
     for stream in (sys.stdout, sys.stderr):

@@ -98,16 +98,16 @@ def test_editable_install_has_one_import_root(tmp_path):
 
 # -- (b) `bm --help` stays light ------------------------------------------------------------------
 PROBE = """
-import atexit, sys
+import sys
 HEAVY = {heavy!r}
 def report():
     loaded = sorted(m for m in HEAVY if m in sys.modules)
     sys.stderr.write("HEAVY-LOADED:" + ",".join(loaded) + "\\n")
     sys.stderr.write("BRANDMIND-LOADED:" + ",".join(sorted(m for m in sys.modules if m.startswith("brandmind"))) + "\\n")
-atexit.register(report)
 sys.argv = ["bm", *{argv!r}]
-from brandmind.cli.app import main
-main()
+from brandmind.cli import app
+app._exit_now = lambda code: (report(), sys.exit(code))  # bm ends with os._exit: no atexit
+app.main()
 """
 
 
