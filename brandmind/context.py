@@ -109,6 +109,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import query as query_mod
+from . import validate
 from .beads import beads_before, beads_tail
 from .blocks import Blocks
 from .clock import parse_time
@@ -154,6 +155,7 @@ class _Item:
     tokens: int = 0
     words: int = 0              # words of ``line``: a lower bound of its tokens (_at_least)
     turn: tuple = ()            # memories that are turns: (speaker, thread, episode): see _text_blocks
+    called: str = ""            # turns: the name the question calls their speaker by ("Kate")
     dups: list[str] = field(default_factory=list)  # memory ids folded into this bead
 
     @property
@@ -191,9 +193,15 @@ def build_context(store: "Store", query: str | bytes, *, recall: Recall | None =
     recall = recall or partial(query_mod.recall, store, explain=False, brief=True)  # what the block shows
     k = max(RECALL_K, min(MAX_RECALL_K, limit // TOKENS_PER_RECALLED))
     memories = recall(query, k=k, user=user_name, agent=agent, now=now, as_of=as_of)
+    # the question's names for speakers recorded under others ("Kate" for Emi): their turns say so
+    called: dict[str, list[str]] = {}
+    for word, speaker in store.searcher.aliases_in(validate.text(query, what="query"), user_name).items():
+        called.setdefault(speaker, []).append(word)
     cutoff = min((t for t in (now_ms, as_of_ms) if t is not None), default=None)
     bead_items = _bead_items(beads_before(store, user_name, recent_n, cutoff, thread))
-    items += _memory_items(memories, bead_items, _top_memories(store), format)
+    for it in bead_items:
+        it.called = "/".join(called.get(it.obj.get("speaker") or "", []))
+    items += _memory_items(memories, bead_items, _top_memories(store), format, called)
     items += bead_items
 
     header_cost, group_cost = _measure(items, format, counter)
@@ -421,9 +429,11 @@ def _block_items(store: "Store", user: str, agent: str | None) -> list[_Item]:
     return out
 
 
-def _memory_items(memories: list[dict], beads: list[_Item], top: int, format: str) -> list[_Item]:
+def _memory_items(memories: list[dict], beads: list[_Item], top: int, format: str,
+                  called: dict[str, list[str]] | None = None) -> list[_Item]:
     """Recall's memories as candidates: recall's ``top`` first (tier 2), the rest with the
-    older recent turns (tier 4); in text, those of one day share its header line."""
+    older recent turns (tier 4); in text, those of one day share its header line, and a turn
+    whose speaker the question calls by another name (``called``) shows it: "Emi (Kate): ..."."""
     by_bead = {b.key: b for b in beads}
     bead_texts = {_bead_as_turn_text(b.obj): b for b in beads}
     best = max((m.get("score") or 0.0 for m in memories), default=0.0)
@@ -452,7 +462,7 @@ def _memory_items(memories: list[dict], beads: list[_Item], top: int, format: st
         turn = (speaker, meta.get("thread"), meta.get("episode")) if speaker and text.startswith(f"{speaker}: ") else ()
         seen[text] = item = _Item("memories", m["id"], rank, value, obj, tier=tier,
                                   group=(date or "undated") if format == "text" else "", when=m.get("ts") or "",
-                                  turn=turn)
+                                  turn=turn, called="/".join((called or {}).get(speaker or "", [])) if turn else "")
         out.append(item)
     return out
 
@@ -517,16 +527,21 @@ def _text_line(it: _Item) -> str:
         return f"{o['label']}: {_indent(o['text'])}" if o.get("label") else _indent(o["text"])
     if it.section == "memories":  # its date is on its day's line (_render_text)
         kind = "" if o.get("type") in ("fact", "episode", None) else f"({o['type']}) "
+        if it.called:  # "Emi: ..." -> "Emi (Kate): ..."
+            speaker = it.turn[0]
+            return f"- {kind}{speaker} ({it.called}): {_indent(o['text'][len(speaker) + 2:])}"
         return f"- {kind}{_indent(o['text'])}"
-    return _bead_line(o, with_date=True)
+    return _bead_line(o, with_date=True, called=it.called)
 
 
-def _bead_line(o: dict, *, with_date: bool) -> str:
+def _bead_line(o: dict, *, with_date: bool, called: str = "") -> str:
     """``[2024-05-20 09:14] Ann: text``; ``[09:14] Ann: text`` when the previous line
-    shown has the same date (the line's token estimate is the longer form)."""
+    shown has the same date (the line's token estimate is the longer form); ``Ann (Annie):``
+    when the question calls the speaker ``called``."""
     ts = o.get("ts") or ""
     when = ts[:16].replace("T", " ") if with_date else ts[11:16]
     who = o.get("speaker") or o.get("role") or "?"
+    who = f"{who} ({called})" if called else who
     return f"[{when}] {who}: {_indent(o['text'])}" if when else f"{who}: {_indent(o['text'])}"
 
 
@@ -545,7 +560,7 @@ def _text_blocks(chosen: list[_Item]) -> list[list[str]]:
             lines, day = [], None
             for it in items:
                 ts = it.obj.get("ts") or ""
-                lines.append(_bead_line(it.obj, with_date=ts[:10] != day or not ts))
+                lines.append(_bead_line(it.obj, with_date=ts[:10] != day or not ts, called=it.called))
                 day = ts[:10]
         else:
             lines, day, run = [], None, ()

@@ -92,3 +92,18 @@ def test_one_addressing_turn_said_many_times_is_no_alias(store) -> None:
                           "thread": "chat", "ts": f"2026-03-01T10:{2 * i + 1:02d}:00Z"})
         mem.ingest(turns)
         assert mem.store.searcher.speakers_named("What does Kate like?", "default")[1] == []
+
+
+def test_the_context_block_says_which_speaker_the_question_calls_by_another_name(store) -> None:
+    """An agent reading the block for "What are Kate's hobbies?" sees the turns of Emi marked
+    as Kate's, among the recalled memories ("- Emi (Kate): ...") and the recent turns
+    ("[10:03] Emi (Kate): ..."); turns of others, and blocks for questions that call nobody by
+    another name, are as before."""
+    with Memory() as mem:
+        _chat(mem)
+        for recent, line in ((0, "- Emi (Kate): My favourite hobby is pottery"),
+                             (20, "Emi (Kate): My favourite hobby is pottery")):
+            block = mem.context("What are Kate's hobbies?", budget=400, recent=recent)["text"]
+            assert line in block and "Elise (Kate)" not in block and "Elise: " in block, block
+            plain = mem.context("What are Emi's hobbies?", budget=400, recent=recent)["text"]
+            assert "(Kate)" not in plain and "Emi: My favourite hobby is pottery" in plain, plain

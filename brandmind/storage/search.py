@@ -325,18 +325,19 @@ class SearchIndex:
         """``text`` with each name its speakers are called by written as the speaker's
         ("Kate" -> "Emi": storage/aliases.py), and the speakers of the user's conversations
         that it names (:func:`named_in`)."""
-        version = data_version(self.sql)
-        cached = self._speakers.get(user)
-        if cached is None or cached[0] != version:
-            names = speakers(self.sql, user)
-            if len(self._speakers) > 64:
-                self._speakers.clear()
-                self._aliases.clear()
-            cached = self._speakers[user] = (version, names)
-        names = cached[1]
+        for word, speaker in self.aliases_in(text, user).items():
+            text = re.sub(r"(?<!\w)" + re.escape(word) + r"(?!\w)", speaker, text)
+        return text, named_in(text, self._speaker_names(user))
+
+    def aliases_in(self, text: str, user: str) -> dict[str, str]:
+        """word -> speaker, for the words of ``text`` that name a speaker of the user's
+        conversations as the conversation calls them (storage/aliases.py)."""
+        names = self._speaker_names(user)
         if not names:
-            return text, []
+            return {}
+        version = data_version(self.sql)
         said = {w for ws in mentions(text, names).values() for w in ws}
+        out = {}
         for word in aliases.candidates(text, said):
             key = (user, word)
             hit = self._aliases.get(key)
@@ -345,5 +346,16 @@ class SearchIndex:
                     self._aliases.clear()
                 hit = self._aliases[key] = (version, aliases.speaker_called(self.sql, self.recall_index(), user, word))
             if hit[1] is not None:
-                text = re.sub(r"(?<!\w)" + re.escape(word) + r"(?!\w)", hit[1], text)
-        return text, named_in(text, names)
+                out[word] = hit[1]
+        return out
+
+    def _speaker_names(self, user: str) -> list[str]:
+        version = data_version(self.sql)
+        cached = self._speakers.get(user)
+        if cached is None or cached[0] != version:
+            names = speakers(self.sql, user)
+            if len(self._speakers) > 64:
+                self._speakers.clear()
+                self._aliases.clear()
+            cached = self._speakers[user] = (version, names)
+        return cached[1]
