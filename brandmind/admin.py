@@ -13,7 +13,7 @@ from .errors import BMError
 from .opcheck import problem, quarantined
 from .projection import apply_log_side, apply_sql_side
 from .replication import catch_up
-from .sqlstore import SQLStore, copy_device_local
+from .sqlstore import SQLStore, copy_device_local, vec_extension_path
 from .storage import memories
 from .storage import stats as q
 
@@ -164,15 +164,13 @@ class Admin:
               "run `bm rebuild` (the index file, data/recall.idx, is rebuilt from SQLite)")
 
     def _check_files(self, check: Any) -> None:
-        import sqlite_vec
-
         store = self.store
         blob_dir = store.paths.blob_dir
         missing = sum(1 for bead in store.log.iter_beads()
                       if "blob" in bead and not (blob_dir / bead["blob"][:2] / bead["blob"]).exists())
         check("blobs", missing == 0, f"{missing} missing blob(s)" if missing else "all bead blobs present",
               "restore blobs/ from a backup")
-        check("sqlite-vec", True, f"{q.vec_version(store.sql)} loaded from {sqlite_vec.loadable_path()}")
+        check("sqlite-vec", True, f"{q.vec_version(store.sql)} loaded from {vec_extension_path()}")
         try:
             vec = store.embedder.embed_query("doctor")
             ok = len(vec) == store.sql.dim
