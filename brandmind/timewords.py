@@ -29,6 +29,7 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import datetime, timedelta, timezone
 
 from .clock import iso
@@ -45,17 +46,17 @@ _UNIT_DAYS = {"day": 1, "week": 7, "month": 30.44, "year": 365.25}
 _NUM = r"(?P<n>\d{1,3}|a couple of|a few|several|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
 _MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _YEAR = r"(?P<year>(?:19|20|21)\d\d)"
-_PATTERNS = [
-    ("ago", re.compile(_NUM + r"\s+(?P<unit>day|week|month|year)s?\s+ago\b")),
-    ("relative", re.compile(r"\b(?P<which>last|this|next|past)\s+(?P<unit>week(?:end)?|month|year)\b")),
-    ("weekday", re.compile(r"\b(?:(?P<which>last|this|on|past)\s+)?(?P<day>" + "|".join(_WEEKDAYS) + r")\b")),
-    ("numeric", re.compile(r"(?<![\w.:/-])(?:(?P<y1>(?:19|20|21)\d\d)-(?P<m1>\d{1,2})-(?P<d1>\d{1,2})"
-                            r"|(?P<a>\d{1,2})(?P<sep>[./])(?P<b>\d{1,2})(?P=sep)(?P<y2>(?:19|20|21)\d\d))(?![\d.:/-]?\d)")),
-    ("day_month", re.compile(r"\b(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH + r"(?:,?\s+" + _YEAR + r")?\b")),
-    ("month_day", re.compile(r"\b" + _MONTH + r"\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?\b(?:,?\s+" + _YEAR + r")?")),
-    ("month", re.compile(r"\b(?P<prep>in|during|since|of|by)?\s*" + _MONTH + r"(?:,?\s+" + _YEAR + r")?\b")),
-    ("year", re.compile(r"\b(?P<prep>in|during|since)\s+" + _YEAR + r"\b")),
-    ("word", re.compile(r"\b(?P<w>today|yesterday|tonight|this morning|last night|recently|lately)\b")),
+_PATTERN_TEXT = [  # compiled on first use (_patterns)
+    ("ago", _NUM + r"\s+(?P<unit>day|week|month|year)s?\s+ago\b"),
+    ("relative", r"\b(?P<which>last|this|next|past)\s+(?P<unit>week(?:end)?|month|year)\b"),
+    ("weekday", r"\b(?:(?P<which>last|this|on|past)\s+)?(?P<day>" + "|".join(_WEEKDAYS) + r")\b"),
+    ("numeric", r"(?<![\w.:/-])(?:(?P<y1>(?:19|20|21)\d\d)-(?P<m1>\d{1,2})-(?P<d1>\d{1,2})"
+                r"|(?P<a>\d{1,2})(?P<sep>[./])(?P<b>\d{1,2})(?P=sep)(?P<y2>(?:19|20|21)\d\d))(?![\d.:/-]?\d)"),
+    ("day_month", r"\b(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH + r"(?:,?\s+" + _YEAR + r")?\b"),
+    ("month_day", r"\b" + _MONTH + r"\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?\b(?:,?\s+" + _YEAR + r")?"),
+    ("month", r"\b(?P<prep>in|during|since|of|by)?\s*" + _MONTH + r"(?:,?\s+" + _YEAR + r")?\b"),
+    ("year", r"\b(?P<prep>in|during|since)\s+" + _YEAR + r"\b"),
+    ("word", r"\b(?P<w>today|yesterday|tonight|this morning|last night|recently|lately)\b"),
 ]
 
 
@@ -66,6 +67,10 @@ _RELATIVE = frozenset({"last", "next", "past", "coming", "previous", "this"})
 _UNITS = frozenset({"week", "month", "year", "night", "morning", "evening", "summer", "winter", "spring", "fall",
                     "autumn"})
 _WORDS = re.compile(r"[a-z0-9]+")
+# every pattern needs a digit or one of these words: a text with neither names no time, and
+# the patterns (~10 ms to compile) are not even compiled for it
+_TRIGGERS = frozenset({"day", "days", "week", "weeks", "weekend", "month", "months", "year", "years", "today",
+                       "yesterday", "tonight", "morning", "night", "recently", "lately", *_WEEKDAYS, *_MONTHS})
 _DIGIT = re.compile(r"\d")
 _NUMERIC_DATE = re.compile(r"\b\d{1,2}[./-]\d{1,2}[./-]\d{2,4}\b")
 _DATED_NUMBER = re.compile(r"^(?:(?:19|20)\d\d|\d{1,2}(?:st|nd|rd|th))$")
@@ -114,13 +119,26 @@ def _month_window(year: int, month: int) -> tuple[datetime, datetime]:
     return start, end
 
 
+def may_name_time(low: str) -> bool:
+    """Whether a lower-cased text holds what every time pattern needs: a digit or one of
+    ``_TRIGGERS`` (False: it names no time, and no pattern is run)."""
+    return bool(_DIGIT.search(low)) or not _TRIGGERS.isdisjoint(_WORDS.findall(low))
+
+
+@lru_cache(maxsize=1)
+def _patterns() -> list[tuple[str, "re.Pattern[str]"]]:
+    return [(kind, re.compile(pattern)) for kind, pattern in _PATTERN_TEXT]
+
+
 def find_windows(text: str, now: int) -> list[Window]:
     """Every time window the text names, in the order found (overlapping matches skipped),
     a date's window moved by the words before it (:func:`_relative_to_dates`)."""
     low = text.lower()
+    if not may_name_time(low):
+        return []
     today = _day_start(datetime.fromtimestamp(now / 1000, timezone.utc))
     found: list[tuple[int, int, int, int]] = []  # match start, end, window start, end (ms)
-    for kind, pattern in _PATTERNS:
+    for kind, pattern in _patterns():
         for m in pattern.finditer(low):
             if any(m.start() < b and a < m.end() for a, b, _, _ in found):
                 continue
@@ -134,11 +152,11 @@ def find_windows(text: str, now: int) -> list[Window]:
 
 # words before a date that move its window: "the week before", "two days after", "the Friday
 # before", "shortly before", "the weekend of"; and "between <date> and <date>"
-_BEFORE_DATE = re.compile(
+_BEFORE_DATE = (
     r"(?:(?:the|on|in|during)\s+)*(?:(?P<n>\d{1,2}|a|one|two|three|four|five|six|seven|a couple of|a few)\s+)?"
     r"(?:(?P<unit>day|week|weekend|month)s?|(?P<day>" + "|".join(_WEEKDAYS) + r")|(?P<near>shortly|just|right))"
     r"\s+(?P<dir>before|after|of|prior to)\s+(?:the\s+)?$")
-_BETWEEN = re.compile(r"\bbetween\s+(?:the\s+)?$")
+_BETWEEN = r"\bbetween\s+(?:the\s+)?$"  # both compiled when a text has a date (re's cache)
 
 
 def _relative_to_dates(low: str, found: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
@@ -148,10 +166,10 @@ def _relative_to_dates(low: str, found: list[tuple[int, int, int, int]]) -> list
     found = sorted(found)
     out: list[tuple[int, int, int, int]] = []
     for a, b, ws, we in found:
-        if out and _BETWEEN.search(low[:out[-1][0]]) and re.fullmatch(r"\s+and\s+", low[out[-1][1]:a]):
+        if out and re.search(_BETWEEN, low[:out[-1][0]]) and re.fullmatch(r"\s+and\s+", low[out[-1][1]:a]):
             out[-1] = (out[-1][0], b, _year_before(out[-1][2], we), we)
             continue
-        m = _BEFORE_DATE.search(low[:a]) if we - ws <= DAY else None
+        m = re.search(_BEFORE_DATE, low[:a]) if we - ws <= DAY else None
         if m is None:
             out.append((a, b, ws, we))
             continue

@@ -58,6 +58,28 @@ def test_time_words_become_windows_relative_to_now(text: str, expected: tuple[st
     assert _window(text) == expected
 
 
+_TIME_WORDS = ["today", "yesterday", "tonight", "this morning", "last night", "recently", "lately", "ago", "a",
+               "a couple of", "two", "12", "day", "days", "week", "weeks", "weekends", "weekend", "month",
+               "months", "year", "years", "last", "this", "past", "on", "in", "since", "the", "before",
+               "friday", "may", "jan.", "sept", "december", "5th", "2019", "ann", "mayor", "monday's"]
+
+
+def test_the_quick_check_never_skips_a_text_a_time_pattern_matches() -> None:
+    """find_windows runs no pattern on a text without a digit or a time word
+    (timewords.may_name_time): of every sequence of up to three of these words, none that a
+    pattern matches is skipped."""
+    from itertools import product
+
+    from brandmind import timewords
+
+    patterns = [p for _, p in timewords._patterns()]
+    for n in (1, 2, 3):
+        for words in product(_TIME_WORDS, repeat=n):
+            low = " ".join(words)
+            if not timewords.may_name_time(low):
+                assert not any(p.search(low) for p in patterns), low
+
+
 @pytest.mark.parametrize("text", ["May I ask what Ann likes?", "where does Ann live", "the year of the dragon",
                                   "2023 was fine", "agenda",
                                   "release v1.2.2024", "at 10.30", "11/22/63", "on 31.02.2024"])
