@@ -107,3 +107,15 @@ def test_the_context_block_says_which_speaker_the_question_calls_by_another_name
             assert line in block and "Elise (Kate)" not in block and "Elise: " in block, block
             plain = mem.context("What are Emi's hobbies?", budget=400, recent=recent)["text"]
             assert "(Kate)" not in plain and "Emi: My favourite hobby is pottery" in plain, plain
+
+
+def test_another_users_turns_with_the_word_do_not_crowd_the_users_out(store) -> None:
+    """The turns holding the word are read per user: a second user's 80 newer turns naming
+    their cat Kate neither hide the first user's addresses nor make Kate an alias for them."""
+    with Memory() as mem:
+        _chat(mem)
+        mem.ingest([{"role": "user", "speaker": "Bob" if i % 2 else "Al", "thread": "pets",
+                     "content": f"Kate the cat knocked cup {i} off the table.", "ts": f"2026-03-02T10:{i % 60:02d}:{i // 60:02d}Z"}
+                    for i in range(80)], user="bob")
+        assert mem.store.searcher.speakers_named("What are Kate's hobbies?", "default")[1] == ["Emi"]
+        assert mem.store.searcher.speakers_named("What did Kate knock over?", "bob")[1] == []

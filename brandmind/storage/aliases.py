@@ -98,14 +98,14 @@ def speaker_called(sql: "SQLStore", index: "RecallIndex", user: str, word: str) 
     A text said more than once counts once."""
     rowids = [r[0] for r in sql.conn.execute(
         "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
-        ('"' + word.lower() + '"', SAMPLE))]
+        ('"' + word.lower() + '"', SAMPLE * 8))]  # every user's: the user's newest SAMPLE among them
     if not rowids:
         return None
-    # by rowid alone (a user_id term would have SQLite walk the user's index instead)
-    rows = [r[1:] for r in sql.conn.execute(
-        f"SELECT user_id, rowid, speaker, thread, text FROM memories WHERE rowid IN "
-        f"({','.join('?' * len(rowids))}) ORDER BY rowid DESC", rowids)
-        if r[0] == user and r[2] is not None and r[3] is not None]
+    # by rowid ("+user_id": an index on user_id would have SQLite walk all the user's rows)
+    rows = sql.conn.execute(
+        f"SELECT rowid, speaker, thread, text FROM memories WHERE rowid IN ({','.join('?' * len(rowids))}) "
+        "AND +user_id = ? AND speaker IS NOT NULL AND thread IS NOT NULL ORDER BY rowid DESC LIMIT ?",
+        (*rowids, user, SAMPLE)).fetchall()
     held: dict[str, bool] = {}  # text -> whether it addresses someone by the word
     said: list[int] = []        # the rowids of the addressing turns, newest first
     pattern = re.compile(r"(?<!\w)" + re.escape(word) + r"(?!\w)")

@@ -326,7 +326,7 @@ class SearchIndex:
         ("Kate" -> "Emi": storage/aliases.py), and the speakers of the user's conversations
         that it names (:func:`named_in`)."""
         for word, speaker in self.aliases_in(text, user).items():
-            text = re.sub(r"(?<!\w)" + re.escape(word) + r"(?!\w)", speaker, text)
+            text = re.sub(r"(?<!\w)" + re.escape(word) + r"(?!\w)", lambda _m, name=speaker: name, text)
         return text, named_in(text, self._speaker_names(user))
 
     def aliases_in(self, text: str, user: str) -> dict[str, str]:
