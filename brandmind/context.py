@@ -194,13 +194,14 @@ def build_context(store: "Store", query: str | bytes, *, recall: Recall | None =
     k = max(RECALL_K, min(MAX_RECALL_K, limit // TOKENS_PER_RECALLED))
     memories = recall(query, k=k, user=user_name, agent=agent, now=now, as_of=as_of)
     # the question's names for speakers recorded under others ("Kate" for Emi): their turns say so
-    called: dict[str, list[str]] = {}
+    names: dict[str, list[str]] = {}
     for word, speaker in store.searcher.aliases_in(validate.text(query, what="query"), user_name).items():
-        called.setdefault(speaker, []).append(word)
+        names.setdefault(speaker, []).append(word)
+    called = {speaker: "/".join(words) for speaker, words in names.items()}  # "Emi" -> "Kate"
     cutoff = min((t for t in (now_ms, as_of_ms) if t is not None), default=None)
     bead_items = _bead_items(beads_before(store, user_name, recent_n, cutoff, thread))
     for it in bead_items:
-        it.called = "/".join(called.get(it.obj.get("speaker") or "", []))
+        it.called = called.get(it.obj.get("speaker") or "", "")
     items += _memory_items(memories, bead_items, _top_memories(store), format, called)
     items += bead_items
 
@@ -430,7 +431,7 @@ def _block_items(store: "Store", user: str, agent: str | None) -> list[_Item]:
 
 
 def _memory_items(memories: list[dict], beads: list[_Item], top: int, format: str,
-                  called: dict[str, list[str]] | None = None) -> list[_Item]:
+                  called: dict[str, str] | None = None) -> list[_Item]:
     """Recall's memories as candidates: recall's ``top`` first (tier 2), the rest with the
     older recent turns (tier 4); in text, those of one day share its header line, and a turn
     whose speaker the question calls by another name (``called``) shows it: "Emi (Kate): ..."."""
@@ -462,7 +463,7 @@ def _memory_items(memories: list[dict], beads: list[_Item], top: int, format: st
         turn = (speaker, meta.get("thread"), meta.get("episode")) if speaker and text.startswith(f"{speaker}: ") else ()
         seen[text] = item = _Item("memories", m["id"], rank, value, obj, tier=tier,
                                   group=(date or "undated") if format == "text" else "", when=m.get("ts") or "",
-                                  turn=turn, called="/".join((called or {}).get(speaker or "", [])) if turn else "")
+                                  turn=turn, called=(called or {}).get(speaker, "") if turn else "")
         out.append(item)
     return out
 

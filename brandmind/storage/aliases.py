@@ -103,13 +103,13 @@ def speaker_called(sql: "SQLStore", index: "RecallIndex", user: str, word: str) 
         return None
     # by rowid ("+user_id": an index on user_id would have SQLite walk all the user's rows)
     rows = sql.conn.execute(
-        f"SELECT rowid, speaker, thread, text FROM memories WHERE rowid IN ({','.join('?' * len(rowids))}) "
+        f"SELECT rowid, speaker, text FROM memories WHERE rowid IN ({','.join('?' * len(rowids))}) "
         "AND +user_id = ? AND speaker IS NOT NULL AND thread IS NOT NULL ORDER BY rowid DESC LIMIT ?",
         (*rowids, user, SAMPLE)).fetchall()
     held: dict[str, bool] = {}  # text -> whether it addresses someone by the word
     said: list[int] = []        # the rowids of the addressing turns, newest first
     pattern = re.compile(r"(?<!\w)" + re.escape(word) + r"(?!\w)")
-    for rowid, speaker, _thread, text in rows:
+    for rowid, speaker, text in rows:
         words = text[len(speaker) + 2:] if text.startswith(speaker + ": ") else text
         if words in held:
             continue  # said before

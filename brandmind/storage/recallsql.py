@@ -99,7 +99,7 @@ def _hadamard(v: Any, block: int) -> Any:
 
 # The sign flips and permutations of every round, for the usual embedding sizes, as the seeded
 # generator made them with numpy 2.4 (``python scripts/freeze_rotation.py`` wrote the file;
-# tests/test_recallsql.py checks it against the generator).  Stored vectors depend on them, and
+# tests/test_vec_int8.py checks it against the generator).  Stored vectors depend on them, and
 # numpy does not promise that ``Generator.integers`` and ``permutation`` give the same numbers in
 # every release (NEP 19); reading them also spares a cold `bm recall` importing numpy.random and
 # building the matrix (~20 ms).  Other sizes use the generator.
