@@ -54,7 +54,7 @@ DEFAULTS: dict[str, Any] = {
     # recall: how much each signal counts (see brandmind/recall.py); 0 turns a signal off
     "weight_vector": 1.0,
     "weight_keyword": 0.4,
-    "weight_speaker": 0.4,
+    "weight_speaker": 0.5,
     "weight_neighbor": 0.3,
     "weight_episode": 0.5,
     "weight_graph": 0.3,

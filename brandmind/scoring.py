@@ -38,7 +38,7 @@ class Weights:
 
     vector: float = 1.0
     keyword: float = 0.4
-    speaker: float = 0.4
+    speaker: float = 0.5
     neighbor: float = 0.3
     episode: float = 0.5
     graph: float = 0.3

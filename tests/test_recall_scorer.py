@@ -76,8 +76,8 @@ ONLY_VECTOR = Weights(keyword=0, speaker=0, neighbor=0, episode=0, graph=0, time
     (cand(1, cos=0.5, bm25=2.0, kw_rank=1), Signals(Weights(importance=0), best_bm=0.0),
      0.5, {"vector": (0.5, {"cosine": 0.5, "rank": None})}),
     # speaker: the one speaker the query names, on that speaker's turn
-    (cand(1, speaker="Ann", cos=0.5), Signals(Weights(importance=0), speaker=0, speaker_name="Ann"), 0.9,
-     {"vector": (0.5, {"cosine": 0.5, "rank": None}), "speaker": (0.4, {"speaker": "Ann"})}),
+    (cand(1, speaker="Ann", cos=0.5), Signals(Weights(importance=0), speaker=0, speaker_name="Ann"), 1.0,
+     {"vector": (0.5, {"cosine": 0.5, "rank": None}), "speaker": (0.5, {"speaker": "Ann"})}),
     (cand(1, speaker="Bob", cos=0.5), Signals(Weights(importance=0), speaker=0, speaker_name="Ann"), 0.5,
      {"vector": (0.5, {"cosine": 0.5, "rank": None})}),
     # time: valid_from (else created_at) inside a window the query names; the first window wins
