@@ -159,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         where = f": {exc.filename}" if exc.filename and len(str(exc.filename)) <= 200 else ""
         _error(f"{exc.strerror or exc}{where}", "check the path, its permissions and the free disk space")
         code = 1
+    if "brandmind.embed.preload" in sys.modules:  # a model session nobody took: no thread outlives bm
+        sys.modules["brandmind.embed.preload"].settle()
     try:
         sys.stdout.flush()
     except BrokenPipeError:

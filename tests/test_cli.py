@@ -705,5 +705,11 @@ def test_end_to_end_with_the_real_local_model(tmp_path):
     assert top["text"] == "Ann's favourite food is grilled sardines"
     res = run_bm("recall", "what is Melanie painting?", "--user", "ann", "-k", "1")
     assert json.loads(res.out)[0]["provenance"][0]["meta"] == {"dia_id": "D1:3"}
+    # the model's session is made in a thread while the command starts (brandmind/embed/preload.py):
+    # a command that fails before it embeds waits for it and still says only what is wrong
+    res = run_bm("recall", " ", "--user", "ann")
+    assert res.code == 1 and res.err.startswith("Error: ") and len(res.err.strip().splitlines()) == 1, res
+    res = run_bm("context", "what does Ann eat?", "--user", "ann", "--budget", "300")
+    assert res.code == 0 and "sardines" in res.out, res
     doctor = run_bm("doctor")
     assert doctor.code == 0, doctor

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -351,3 +352,64 @@ def test_config_accepts_int8s():
 
     assert embedder_name("local", local_variant="int8s") == local_mod.model_name("int8s")
     assert embedder_name("local") == local_mod.model_name(local_mod.DEFAULT_VARIANT)
+
+
+# ----------------------------------------------------------------- the session made in a thread
+
+
+def test_preload_session_is_the_one_the_embedder_uses(cache: Path, emb: LocalEmbedder):
+    from brandmind.embed import preload
+
+    assert preload.start(cache, "fp32", threads=2)
+    assert preload.start(cache, "fp32", threads=2)  # asked twice: one load
+    assert len([t for t in threading.enumerate() if t.name == "bm-model-load"]) <= 1
+    key = (str(local_mod.cache_file(cache, "fp32")), "fp32", 2)
+    started = preload._loads[key]
+    started.thread.join()
+    made = started.session
+    assert made is not None
+    e = LocalEmbedder(cache_dir=cache, variant="fp32", threads=2)
+    assert e._session is made and key not in preload._loads  # taken, not loaded again
+    np.testing.assert_array_equal(e.embed_query(EATING), emb.embed_query(EATING))
+    # another thread count is another session: none was started for it, so it loads its own
+    assert preload.start(cache, "fp32", threads=1)
+    other = LocalEmbedder(cache_dir=cache, variant="fp32", threads=2)
+    assert other._session is not made
+    preload.settle()
+    assert not preload._loads and not preload._tokenizer
+    assert not [t for t in threading.enumerate() if t.name.startswith("bm-")]
+
+
+def test_preload_needs_a_built_model_and_a_failed_load_falls_back(tmp_path: Path, emb: LocalEmbedder):
+    from brandmind.embed import preload
+
+    assert not preload.start(tmp_path, "fp32")  # nothing built there: the embedder builds it
+    assert not preload._loads
+    LocalEmbedder(cache_dir=tmp_path, variant="fp32", threads=1)
+    local_mod.cache_file(tmp_path, "fp32").write_bytes(b"not an onnx model")
+    assert preload.start(tmp_path, "fp32", threads=1)
+    preload._loads[(str(local_mod.cache_file(tmp_path, "fp32")), "fp32", 1)].thread.join()
+    again = LocalEmbedder(cache_dir=tmp_path, variant="fp32", threads=1)  # the thread failed: rebuilt here
+    np.testing.assert_allclose(again.embed_query(EATING), emb.embed_query(EATING), atol=1e-6)
+    preload.settle()
+
+
+@pytest.mark.real_embedder
+def test_cli_preloads_only_for_query_commands(tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch):
+    from brandmind.cli import client
+    from brandmind.embed import preload
+
+    LocalEmbedder(cache_dir=model_cache)  # the default variant, built once per run
+    monkeypatch.setenv("BM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("BM_CACHE_DIR", str(model_cache))
+    for argv in (["beads", "list"], ["recall", "--help"], ["--home", str(tmp_path), "context", "-h"], []):
+        client._preload(argv)
+        assert not preload._loads, argv
+    monkeypatch.setenv("BM_EMBEDDER", "hash")
+    client._preload(["recall", "where?"])
+    assert not preload._loads  # another embedder: nothing to load
+    monkeypatch.delenv("BM_EMBEDDER")
+    client._preload(["--home", str(tmp_path / "other"), "recall", "where does Ann live?", "-k", "3"])
+    assert [key[0] for key in preload._loads] == [str(local_mod.cache_file(model_cache, "int8s"))]
+    preload.settle()
+    assert not [t for t in threading.enumerate() if t.name.startswith("bm-")]

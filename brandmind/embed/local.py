@@ -59,6 +59,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import EmbedderUnavailable, InvalidInput
+from . import preload
 from .base import check_texts
 from .local_build import (
     build_fp32_model,
@@ -75,13 +76,13 @@ from .minilm import (
     BUNDLED_DIR,
     DEFAULT_VARIANT,
     DIM,
-    DISABLED_FUSIONS,
     INSTALL_HINT,
     MAX_TOKENS,
     MODEL_ID,
     NAME,
     VARIANTS,
     cache_file,
+    new_session,
     shared_tokenizer,
     model_dir,
     model_name,
@@ -136,28 +137,8 @@ class LocalEmbedder:
     def _load_tokenizer(mdir: Path) -> Any:
         return shared_tokenizer(mdir)
 
-    def _session_options(self) -> Any:
-        import onnxruntime as ort
-
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = self.threads
-        so.inter_op_num_threads = 1
-        # the static int8 graph is written already fused (local_build.make_static): onnxruntime's
-        # own passes leave its vectors the same to the bit and cost ~6 ms of every load (a cold
-        # `bm recall`); the other variants' graphs still want them
-        so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_DISABLE_ALL if self.variant == "int8s"
-                                       else ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
-        so.log_severity_level = 3
-        # no busy-waiting threads after a call: they would fight the numpy scan and SQLite
-        # that run right after a query is embedded (recall p95 at 100k: 33 -> 25 ms)
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        return so
-
     def _new_session(self, model: bytes | str) -> Any:
-        import onnxruntime as ort
-
-        return ort.InferenceSession(model, self._session_options(), providers=["CPUExecutionProvider"],
-                                    disabled_optimizers=DISABLED_FUSIONS)
+        return new_session(model, self.variant, self.threads)
 
     def _load_session(self, mdir: Path) -> Any:
         try:
@@ -188,7 +169,11 @@ class LocalEmbedder:
         return self._new_session(str(path))
 
     def _cached_session(self, path: Path) -> Any:
-        """A session on the cached model, or None when there is none (or it cannot be loaded)."""
+        """A session on the cached model, or None when there is none (or it cannot be loaded):
+        the one ``preload`` started for it, if any."""
+        session = preload.take(path, self.variant, self.threads)
+        if session is not None:
+            return session
         if not path.is_file():
             return None
         try:
