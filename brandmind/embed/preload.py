@@ -1,18 +1,20 @@
-"""The local model's session, created in a thread while a command starts.
+"""The local model's session and tokenizer, made in threads while a command starts.
 
-A cold `bm recall` spends 40-90 ms creating the onnxruntime session of the cached model: C++
-work that releases the GIL (measured: a Python loop beside it runs as fast as alone).  The
-command line (brandmind/cli/client.py) calls :func:`start` for the commands that embed a
+A cold `bm recall` spends 40-90 ms creating the onnxruntime session of the cached model and
+~60 ms parsing tokenizer.json: C++ and Rust work that releases the GIL (measured: a Python loop
+beside the session's creation runs as fast as alone, and beside the tokenizer's ~10% slower).
+The command line (brandmind/cli/client.py) calls :func:`start` for the commands that embed a
 query (`recall`, `context`) before it imports the rest of the command line and opens the
 store; the embedder (local.py ``_cached_session``) :func:`take` s the session, waiting for it if
-needed, or loads one itself when none was started or this one failed (then it reports why).
+needed, or loads one itself when none was started or this one failed (then it reports why),
+and finds the tokenizer already parsed (minilm.shared_tokenizer parses it once per process).
 
-Only the session is made in the thread.  onnxruntime, numpy and tokenizers are imported
+Only those two are made in the threads.  onnxruntime, numpy and tokenizers are imported
 first, in the calling thread: imports hold the GIL, so a thread would not make them faster,
 and two threads importing at once can meet on one module half-imported.  Only for a model
 already in the cache: building one is the embedder's job (its lock, its messages).  Nothing
-outlives a command: :func:`settle` waits for a session nobody took (the command line calls
-it before it exits).
+outlives a command: :func:`settle` waits for what nobody took (the command line calls it
+before it exits).
 """
 from __future__ import annotations
 
@@ -85,7 +87,7 @@ def take(path: str | Path, variant: str, threads: int) -> Any:
 
 
 def settle() -> None:
-    """Wait for the sessions nobody took (a command that failed before it embedded anything)."""
+    """Wait for the threads nobody took from (a command that failed before it embedded anything)."""
     with _lock:
         threads = [load.thread for load in _loads.values()] + _tokenizer
         _loads.clear()
