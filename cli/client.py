@@ -97,16 +97,17 @@ def home_in(argv: list[str]) -> tuple[str | None, list[str]]:
     return home, out
 
 
-# commands that embed a query: the local model's session is made in a thread while the rest
-# of the command starts (brandmind/embed/preload.py; a cold `bm recall` ~60 ms shorter)
-QUERY_COMMANDS = ("recall", "context")
+# commands that embed (the query, or what they store): the local model's session and tokenizer
+# are made in threads while the rest of the command starts (brandmind/embed/preload.py; a cold
+# `bm recall` ~50 ms shorter, `bm ingest` of one turn ~40 ms, `bm remember` ~30 ms)
+MODEL_COMMANDS = ("recall", "context", "ingest", "remember")
 
 
 def _preload(argv: list[str]) -> None:
-    """Start making the local model's session when ``argv`` is a query command run here."""
+    """Start making the local model's session when ``argv`` is a command that embeds, run here."""
     home, rest = home_in(argv)
     words = [a for a in rest if not a.startswith("-")]
-    if not words or words[0] not in QUERY_COMMANDS or "-h" in rest or "--help" in rest:
+    if not words or words[0] not in MODEL_COMMANDS or "-h" in rest or "--help" in rest:
         return
     try:
         from brandmind.config import Config

@@ -395,7 +395,7 @@ def test_preload_needs_a_built_model_and_a_failed_load_falls_back(tmp_path: Path
 
 
 @pytest.mark.real_embedder
-def test_cli_preloads_only_for_query_commands(tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch):
+def test_cli_preloads_only_for_commands_that_embed(tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch):
     from brandmind.cli import client
     from brandmind.embed import preload
 
@@ -411,5 +411,8 @@ def test_cli_preloads_only_for_query_commands(tmp_path: Path, model_cache: Path,
     monkeypatch.delenv("BM_EMBEDDER")
     client._preload(["--home", str(tmp_path / "other"), "recall", "where does Ann live?", "-k", "3"])
     assert [key[0] for key in preload._loads] == [str(local_mod.cache_file(model_cache, "int8s"))]
+    preload.settle()
+    client._preload(["ingest", "-", "-u", "ann"])  # what it stores is embedded too
+    assert len(preload._loads) == 1
     preload.settle()
     assert not [t for t in threading.enumerate() if t.name.startswith("bm-")]

@@ -3,9 +3,9 @@
 A cold `bm recall` spends 40-90 ms creating the onnxruntime session of the cached model and
 ~60 ms parsing tokenizer.json: C++ and Rust work that releases the GIL (measured: a Python loop
 beside the session's creation runs as fast as alone, and beside the tokenizer's ~10% slower).
-The command line (brandmind/cli/client.py) calls :func:`start` for the commands that embed a
-query (`recall`, `context`) before it imports the rest of the command line and opens the
-store; the embedder (local.py ``_cached_session``) :func:`take` s the session, waiting for it if
+The command line (brandmind/cli/client.py) calls :func:`start` for the commands that embed
+(`recall`, `context`, `ingest`, `remember`) before it imports the rest of the command line and
+opens the store; the embedder (local.py ``_cached_session``) :func:`take` s the session, waiting for it if
 needed, or loads one itself when none was started or this one failed (then it reports why),
 and finds the tokenizer already parsed (minilm.shared_tokenizer parses it once per process).
 
