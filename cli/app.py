@@ -19,6 +19,7 @@ from . import importing as importing_cmd
 from . import personas as personas_cmd
 from . import skills as skills_cmd
 from . import sync as sync_cmd
+from .client import settle_model_threads
 
 HELP = """bm: local-first memory for AI agents. Beads, memories, a knowledge graph; JSON in and
 out of pipes (a table on a terminal, JSON when piped or with --json).  The first write
@@ -159,8 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         where = f": {exc.filename}" if exc.filename and len(str(exc.filename)) <= 200 else ""
         _error(f"{exc.strerror or exc}{where}", "check the path, its permissions and the free disk space")
         code = 1
-    if "brandmind.embed.preload" in sys.modules:  # a model session nobody took: no thread outlives bm
-        sys.modules["brandmind.embed.preload"].settle()
+    settle_model_threads()  # the model's session or tokenizer still being made: no thread outlives bm
     try:
         sys.stdout.flush()
     except BrokenPipeError:

@@ -109,6 +109,12 @@ def _preload(argv: list[str]) -> None:
     words = [a for a in rest if not a.startswith("-")]
     if not words or words[0] not in MODEL_COMMANDS or "-h" in rest or "--help" in rest:
         return
+    # a Ctrl-C waits for the imports below (~0.2 s): inside a C extension's import (onnxruntime's
+    # numpy import_array) it would turn into an ImportError, lost or taken for a missing package
+    import signal
+
+    pressed: list[bool] = []
+    previous = signal.signal(signal.SIGINT, lambda *_: pressed.append(True))
     try:
         from brandmind.config import Config
 
@@ -119,6 +125,25 @@ def _preload(argv: list[str]) -> None:
             preload.start(config.paths.cache_dir, config.local_variant)
     except Exception:  # noqa: BLE001 - only a head start: the command itself reports a bad config
         pass
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pressed:
+        raise KeyboardInterrupt
+
+
+def settle_model_threads() -> None:
+    """Wait for the model threads :func:`_preload` started, before the interpreter ends: their
+    onnxruntime code must not outlive it (a Ctrl-C that ended bm while a session was being made
+    aborted the process: "terminate called without an active exception").  A second Ctrl-C
+    while waiting ends the process at once, without the interpreter's teardown."""
+    preload = sys.modules.get("brandmind.embed.preload")
+    if preload is None:
+        return
+    try:
+        preload.settle()
+    except KeyboardInterrupt:
+        sys.stderr.flush()
+        os._exit(130)
 
 
 def runs_locally(argv: list[str]) -> bool:
@@ -354,6 +379,9 @@ def main() -> None:
     argv = sys.argv[1:]
     try:
         code = forward(argv)
+        if code is None:  # run here: start on the model, load the command line (Ctrl-C: below)
+            _preload(argv)
+            from .app import main as run_here
     except _Started as exc:
         sys.stderr.write(f"Error: the bm daemon stopped while running this command ({exc}) "
                          "(hint: check `bm daemon status` and its log; the store is intact, "
@@ -361,13 +389,11 @@ def main() -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         sys.stderr.write("\nInterrupted.\n")
+        settle_model_threads()
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
     if code is None:
-        _preload(argv)
-        from .app import main as run_here
-
         run_here()
         return
     try:

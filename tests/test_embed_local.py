@@ -416,3 +416,34 @@ def test_cli_preloads_only_for_commands_that_embed(tmp_path: Path, model_cache: 
     assert len(preload._loads) == 1
     preload.settle()
     assert not [t for t in threading.enumerate() if t.name.startswith("bm-")]
+
+
+@pytest.mark.real_embedder
+def test_ctrl_c_while_the_model_loads_is_an_interrupt(tmp_path: Path, model_cache: Path,
+                                                     monkeypatch: pytest.MonkeyPatch):
+    """A Ctrl-C during _preload's imports waits for them, then interrupts: inside onnxruntime's
+    C import it would have become an ImportError (lost, or "onnxruntime is missing")."""
+    import signal
+
+    from brandmind.cli import client
+    from brandmind.embed import preload
+
+    LocalEmbedder(cache_dir=model_cache)
+    monkeypatch.setenv("BM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("BM_CACHE_DIR", str(model_cache))
+    real_start = preload.start
+    finished = []
+
+    def start(*args: object, **kwargs: object) -> bool:
+        os.kill(os.getpid(), signal.SIGINT)  # pressed while the imports run
+        finished.append(real_start(*args, **kwargs))
+        return finished[-1]
+
+    monkeypatch.setattr(preload, "start", start)
+    handler = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        client._preload(["recall", "where?"])
+    assert finished == [True]  # the imports ran to their end first
+    assert signal.getsignal(signal.SIGINT) is handler  # and bm's Ctrl-C handling is back
+    client.settle_model_threads()
+    assert not [t for t in threading.enumerate() if t.name.startswith("bm-")]
