@@ -117,12 +117,9 @@ def _preload(argv: list[str]) -> None:
     previous = signal.signal(signal.SIGINT, lambda *_: pressed.append(True))
     try:
         from brandmind.config import Config
+        from brandmind.embed import preload_local
 
-        config = Config.load(home)
-        if [k.strip() for k in str(config.embedder).split(",") if k.strip()] == ["local"]:
-            from brandmind.embed import preload
-
-            preload.start(config.paths.cache_dir, config.local_variant)
+        preload_local(Config.load(home))
     except Exception:  # noqa: BLE001 - only a head start: the command itself reports a bad config
         pass
     finally:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
+from . import preload
 from .base import Embedder, check_texts
 from .chain import REFERENCE_FILE, EmbedderChain, Provider
 from .hashing import HashEmbedder
@@ -23,7 +24,7 @@ from .ollama import OllamaEmbedder
 from .openai_compat import OpenAIEmbedder
 
 __all__ = ["Embedder", "check_texts", "get_embedder", "embedder_name", "embedder_from_config",
-           "name_from_config", "EmbedderChain"]
+           "name_from_config", "preload_local", "EmbedderChain"]
 
 KINDS = ("local", "ollama", "openai", "hf", "hash")
 _HINT = "set embedder to one of: local, ollama, openai, hf, hash, or a chain (e.g. `bm config set embedder ollama,local`)"
@@ -93,3 +94,10 @@ def embedder_from_config(config: Any) -> Embedder:
 
 def _maker(kind: str, config: Any) -> Any:
     return lambda: get_embedder(kind, **_options(kind, config))
+
+
+def preload_local(config: Any) -> bool:
+    """When the config's embedder is the local model alone, start making its session and
+    tokenizer in threads (``preload.py``: the command line, for the commands that embed);
+    whether it started."""
+    return _kinds(config) == ["local"] and preload.start(**_options("local", config))
