@@ -87,7 +87,8 @@ def test_the_frozen_rotation_rounds_are_the_seeded_ones_and_rotate_is_the_matrix
     """The sizes in ``FROZEN_DIMS`` read their sign flips and permutations from the package's
     ``rotation.bin`` (numpy may change what a seeded generator draws: NEP 19); they are the
     generator's (numpy 2.4), a size not in the file gets them from the generator, and
-    ``rotate`` (the transform applied to the rows) equals the rows times the matrix."""
+    ``rotate`` (the transform applied to the rows, a query's) equals the rows times the matrix
+    (the stored bytes' rotation) to float32 rounding."""
     from brandmind.storage import recallsql
     from brandmind.storage.recallsql import FROZEN_DIMS, _matrix, _rounds, rotate, seeded_rounds
 
@@ -100,7 +101,7 @@ def test_the_frozen_rotation_rounds_are_the_seeded_ones_and_rotate_is_the_matrix
     rng = np.random.default_rng(5)
     for dim in (384, 768, 64):
         v = rng.standard_normal((7, dim)).astype(np.float32)
-        assert np.allclose(rotate(v), (v @ _matrix(dim)).astype(np.float32), atol=1e-6), dim
+        assert np.allclose(rotate(v), (v @ _matrix(dim)).astype(np.float32), rtol=0, atol=1e-5), dim
 
 
 def test_distinct_and_outside_are_numpys_unique_and_setdiff1d():
