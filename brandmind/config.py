@@ -60,6 +60,7 @@ DEFAULTS: dict[str, Any] = {
     "weight_graph": 0.3,
     "weight_time": 0.3,
     "weight_dated": 0.1,
+    "weight_asks": 0.25,
     "weight_recency": 0.0,
     "weight_importance": 0.1,
     # how often and how lately recall returned a memory (counted on this device while it is on: brandmind/expiry.py)
@@ -179,6 +180,7 @@ class Config:
     weight_graph: float = DEFAULTS["weight_graph"]
     weight_time: float = DEFAULTS["weight_time"]
     weight_dated: float = DEFAULTS["weight_dated"]
+    weight_asks: float = DEFAULTS["weight_asks"]
     weight_recency: float = DEFAULTS["weight_recency"]
     weight_importance: float = DEFAULTS["weight_importance"]
     weight_access: float = DEFAULTS["weight_access"]

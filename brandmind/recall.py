@@ -21,6 +21,7 @@ Every candidate then gets one score (weights from config, ``weight_*`` keys)::
     base    = vector * cosine + keyword * bm25 / best bm25 + speaker * [turn by the
               person the query names] + time * [in a time window the query names]
               + recency * 0.5 ** (age / half-life) + importance * (importance - 0.5)
+              - asks * (share of the text in questions) ** 2
               + graph bonus (graph * seed base * edge weights, halved for 2 hops)
     context = base + neighbor * max(base of the turns before and after)
     score   = context + episode * max(context in the same episode)
@@ -103,7 +104,7 @@ class Searcher:
                      kw_rank=np.zeros(n) if kw_rank is None else kw_rank, speaker=c["speaker"][pos],
                      created=c["created"][pos], valid_from=c["valid_from"][pos], importance=c["importance"][pos],
                      turn=c["turn"][pos] == 1, episode=c["episode"][pos], thash=c["thash"][pos],
-                     dated=c["dated"][pos] == 1)
+                     dated=c["dated"][pos] == 1, asks=c["asks"][pos] / 100.0)
 
     def _pool(self, q: Query, ri: RecallIndex, m: np.ndarray) -> tuple[Pool, np.ndarray, Signals]:
         """The first candidates (vector, keyword, newest / most important); returns the

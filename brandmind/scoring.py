@@ -7,6 +7,7 @@ recall.py's docstring::
 
     base    = vector * cosine + keyword * bm25 / best bm25 + speaker + time
               + recency * 0.5 ** (age / half-life) + importance * (importance - 0.5)
+              - asks * asked ** 2 (the share of the text in questions: questions.py)
               + graph bonus (graph * seed base * path strength * 0.5 ** hops)
     context = base + neighbor * max(base of the turns before and after)
     score   = context + episode * max(context in the same episode)
@@ -46,6 +47,7 @@ class Weights:
     dated: float = 0.1
     recency: float = 0.0
     importance: float = 0.1
+    asks: float = 0.25
     access: float = 0.0  # how often and how lately recall returned it (off by default: add_access)
     half_life_days: float = 30.0
 
@@ -53,7 +55,7 @@ class Weights:
     def from_config(cls, config: Any) -> "Weights":
         values = {f: getattr(config, f"weight_{f}") for f in
                   ("vector", "keyword", "speaker", "neighbor", "episode", "graph", "time", "recency", "importance",
-                   "dated", "access")
+                   "dated", "asks", "access")
                   if hasattr(config, f"weight_{f}")}
         if hasattr(config, "recency_half_life_days"):
             values["half_life_days"] = config.recency_half_life_days
@@ -78,8 +80,9 @@ class Signals:
 # the columns of a pool, in order: name -> dtype
 FIELDS = {"rowid": np.int64, "cos": np.float64, "bm25": np.float64, "vec_rank": np.int64, "kw_rank": np.int64,
           "speaker": np.int64, "created": np.int64, "valid_from": np.int64, "importance": np.float64,
-          "turn": bool, "episode": np.int64, "thash": np.uint64, "dated": bool}
-BASE = ("vector", "keyword", "speaker", "time", "recency", "importance")
+          "turn": bool, "episode": np.int64, "thash": np.uint64, "dated": bool,
+          "asks": np.float64}
+BASE = ("vector", "keyword", "speaker", "time", "recency", "importance", "asks")
 
 
 @dataclass
@@ -145,6 +148,11 @@ def base_scores(p: Pool, s: Signals, start: int = 0) -> None:
     imp = c["importance"][sl]
     on = (imp != 0.5) & bool(w.importance)
     vals["importance"] = (np.where(on, w.importance * (imp - 0.5), 0.0), on)
+    # a turn that asks holds the topic of a question about it, not the answer (the reply does):
+    # the square, so one that tells and then asks back ("I study at UCLA! Do you?") keeps most
+    asked = c["asks"][sl]
+    on = (asked > 0) & bool(w.asks)
+    vals["asks"] = (np.where(on, -w.asks * asked ** 2, 0.0), on)
     total = np.zeros(n)
     for name, (v, on) in vals.items():
         total += np.where(on, v, 0.0)
@@ -244,7 +252,8 @@ def _signals(p: Pool, s: Signals, i: int, neighbor: float, episode: float,
               "speaker": lambda: {"speaker": s.speaker_name},
               "time": lambda: {"phrase": s.windows[int(p.window[i])].phrase},
               "recency": lambda: {"age_days": max(0, s.now - int(c["created"][i])) / DAY_MS},
-              "importance": lambda: {"importance": float(c["importance"][i])}}
+              "importance": lambda: {"importance": float(c["importance"][i])},
+              "asks": lambda: {"asked": float(c["asks"][i])}}
     out = {name: (float(p.parts[name][0][i]), detail[name]()) for name in BASE
            if name in p.parts and p.parts[name][1][i]}
     if "access" in p.parts and p.parts["access"][1][i]:

@@ -22,14 +22,14 @@ SPEAKERS = {"Ann": 0, "Bob": 1}
 def cand(rowid: int, *, cos: float = 0.0, bm25: float | None = None, vec_rank: int = 0, kw_rank: int = 0,
          speaker: str | None = None, importance: float = 0.5, created: int = NOW, valid_from: int | None = None,
          episode: str | None = None, base: float | None = None, prev: int | None = None,
-         next: int | None = None) -> dict:
+         next: int | None = None, asks: float = 0.0) -> dict:
     """One candidate's columns (``episode``: a conversation turn of that episode; ``prev``/``next``:
     the rowids of the linked turns)."""
     return {"rowid": rowid, "cos": cos, "bm25": math.nan if bm25 is None else bm25, "vec_rank": vec_rank,
             "kw_rank": kw_rank, "speaker": SPEAKERS.get(speaker, -1), "created": created,
             "valid_from": scoring.NO_TIME if valid_from is None else valid_from, "importance": importance,
             "turn": episode is not None, "episode": hash(episode) & 0xFFFFFF if episode else 0,
-            "thash": text_key(f"memory {rowid}"), "dated": False, "_base": base, "_prev": prev, "_next": next}
+            "thash": text_key(f"memory {rowid}"), "dated": False, "asks": asks, "_base": base, "_prev": prev, "_next": next}
 
 
 def pool(*cands: dict) -> Pool:
@@ -59,7 +59,7 @@ class Window:
     phrase: str
 
 
-ONLY_VECTOR = Weights(keyword=0, speaker=0, neighbor=0, episode=0, graph=0, time=0, recency=0, importance=0)
+ONLY_VECTOR = Weights(keyword=0, speaker=0, neighbor=0, episode=0, graph=0, time=0, recency=0, importance=0, asks=0)
 
 
 # -- base scores: one signal at a time ---------------------------------------------------------
@@ -98,6 +98,13 @@ ONLY_VECTOR = Weights(keyword=0, speaker=0, neighbor=0, episode=0, graph=0, time
      {"vector": (0.0, {"cosine": 0.0, "rank": None}), "importance": (0.1 * 0.4, {"importance": 0.9})}),
     (cand(1, importance=0.5), Signals(Weights()), 0.0,
      {"vector": (0.0, {"cosine": 0.0, "rank": None})}),
+    # asks: minus weight * (the share of the text in questions) ** 2; absent for a text that tells
+    (cand(1, cos=0.5, asks=1.0), Signals(Weights(importance=0)), 0.5 - 0.25,
+     {"vector": (0.5, {"cosine": 0.5, "rank": None}), "asks": (-0.25, {"asked": 1.0})}),
+    (cand(1, cos=0.5, asks=0.2), Signals(Weights(importance=0)), 0.5 - 0.25 * 0.04,
+     {"vector": (0.5, {"cosine": 0.5, "rank": None}), "asks": (-0.01, {"asked": 0.2})}),
+    (cand(1, cos=0.5, asks=1.0), Signals(Weights(importance=0, asks=0)), 0.5,
+     {"vector": (0.5, {"cosine": 0.5, "rank": None})}),
 ])
 def test_base_score(cand, signals, base, parts):
     p = pool(cand)

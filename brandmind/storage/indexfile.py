@@ -20,18 +20,19 @@ import numpy as np
 from . import kwindex
 
 MAGIC = b"BMRIDX01"
-VERSION = 6  # 6: keyword postings (storage/kwindex.py) and ``ntok``; 5: ``thash`` and ``dated`` (4: ``vec`` int8 of the rotated vector (recallsql.quantise) with ``vscale``; 3: not rotated; 2: float32)
+VERSION = 7  # 7: ``asks``; 6: keyword postings (storage/kwindex.py) and ``ntok``; 5: ``thash`` and ``dated`` (4: ``vec`` int8 of the rotated vector (recallsql.quantise) with ``vscale``; 3: not rotated; 2: float32)
 CODE_BITS = 2  # sign bits per dimension: the signs of the vector times ``rotation(dim)``
 ALIGN = 4096
 # the small columns: name -> dtype (code and vec are added with the store's dimension);
 # ``vscale``: 1 / the norm of the row's int8 vector (its cosine with a unit query is
 # ``vec . q * vscale``); ``thash``: recallsql.text_key of the text (recall shows one memory
 # per key); ``dated``: whether the text says when something happened (timewords.says_when);
-# ``ntok``: the text's tokens as FTS5 counts them (BM25's document length, storage/kwindex.py)
+# ``ntok``: the text's tokens as FTS5 counts them (BM25's document length, storage/kwindex.py);
+# ``asks``: the percentage of the text that asks (questions.asked_share: recall's ``asks`` signal)
 COLUMNS = {"rowid": "<i8", "alive": "u1", "has_vec": "u1", "user": "<i4", "agent": "<i4", "type": "<i4",
            "created": "<i8", "valid_from": "<i8", "valid_to": "<i8", "retired": "<i8", "importance": "<f8",
            "turn": "u1", "episode": "<i8", "speaker": "<i4", "prev": "<i8", "next": "<i8", "vscale": "<f4",
-           "thash": "<u8", "dated": "u1", "ntok": "<u2"}
+           "thash": "<u8", "dated": "u1", "ntok": "<u2", "asks": "u1"}
 
 
 def _layout(cap: int, dim: int) -> tuple[list[tuple[str, str, tuple, int]], int]:
@@ -243,7 +244,7 @@ def scrub(path: Path, rowids: list[int]) -> int:
             want = np.asarray(sorted(rowids), np.int64)
             pos = np.minimum(np.searchsorted(have, want), max(len(have) - 1, 0))
             pos = pos[have[pos] == want] if len(have) else pos[:0]
-            for name in ("vec", "vscale", "alive", "has_vec", "thash", "dated", "ntok"):
+            for name in ("vec", "vscale", "alive", "has_vec", "thash", "dated", "ntok", "asks"):
                 cols[name][pos] = 0
             cols["code"][:, pos] = 0
             if "kw" in header:  # its keyword postings, and the key of a stem only it held

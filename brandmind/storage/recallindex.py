@@ -20,8 +20,8 @@ file is rewritten):
   is indexed);
 * what ranking would otherwise read texts for, computed when the row is indexed: ``thash``,
   a 64-bit key of the text (case and spacing ignored: recall shows one memory per text),
-  ``dated`` (the text says when something happened: a "when" question's bonus), and the
-  keyword postings, after the rows (storage/kwindex.py: ``ntok`` and ``self.kw``).
+  ``dated`` (it says when something happened: a "when" question's bonus), ``asks`` (the
+  percentage of it in questions: questions.py) and the keyword postings (kwindex.py, ``ntok``).
 
 Kept in step with SQLite (itself a projection of the op log): rows past the highest live
 rowid are new; every update or delete of a memory, and every vector that arrives later
@@ -30,9 +30,8 @@ rowid are new; every update or delete of a memory, and every vector that arrives
 arrays (the mapping is copy-on-write: the file itself never changes).  The file is
 rewritten whole (a new file, then an atomic rename; readers keep the old inode) when a
 process that caught up more than ``STALE_ROWS`` rows beyond it closes (or the daemon's
-worker is idle; never in a search), when its spare capacity runs out, and by ``bm rebuild``.  Its key is the SQLite file's inode plus ``meta.recall_epoch``
-(new when vectors are replaced), so a replaced or re-embedded index is never read with a
-stale file.  Losing the file loses nothing: it is rebuilt from SQLite.
+worker is idle; never in a search), when its capacity runs out, and by ``bm rebuild``.  Keyed by
+the SQLite file's inode and ``meta.recall_epoch`` (new with new vectors); rebuilt from SQLite.
 """
 from __future__ import annotations
 
@@ -52,6 +51,7 @@ from .indexfile import COLUMNS, IndexFile, distinct, hamming, remove_abandoned, 
 from .recallsql import (ReadSnapshot, all_rows, all_vectors, changed_rowids, epoch, episode_key, last_change,
                         memory_total, neighbours_of, rotate, rows_after, rows_of, stored_vectors_of, text_key,
                         turn_order)
+from ..questions import asked_share
 from ..timewords import says_when
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -288,6 +288,7 @@ class RecallIndex:
         cols["speaker"][pos] = [-1 if v is None else code("speaker", v) for v in r[11]]
         cols["thash"][pos] = [text_key(t) for t in r[12]]
         cols["dated"][pos] = [says_when(t) for t in r[12]]
+        cols["asks"][pos] = [round(100 * asked_share(t, s)) for t, s in zip(r[12], r[11])]
         cols["prev"][pos] = -1
         cols["next"][pos] = -1
         stems = self._tokens()[0]
@@ -396,7 +397,7 @@ class RecallIndex:
                 self._unlink(int(pos))
         old = self.positions(sorted(gone))
         old = old[old >= 0]
-        for name in ("alive", "vec", "vscale", "thash", "dated", "ntok"):
+        for name in ("alive", "vec", "vscale", "thash", "dated", "ntok", "asks"):
             self.cols[name][old] = 0
         self.cols["code"][:, old] = 0
         for p in old.tolist():
