@@ -60,7 +60,7 @@ DEFAULTS: dict[str, Any] = {
     "weight_graph": 0.3,
     "weight_time": 0.3,
     "weight_dated": 0.1,
-    "weight_asks": 0.25,
+    "weight_asks": 0.7,
     "weight_recency": 0.0,
     "weight_importance": 0.1,
     # how often and how lately recall returned a memory (counted on this device while it is on: brandmind/expiry.py)

@@ -21,11 +21,11 @@ Every candidate then gets one score (weights from config, ``weight_*`` keys)::
     base    = vector * cosine + keyword * bm25 / best bm25 + speaker * [turn by the
               person the query names] + time * [in a time window the query names]
               + recency * 0.5 ** (age / half-life) + importance * (importance - 0.5)
-              - asks * (share of the text in questions) ** 2
               + graph bonus (graph * seed base * edge weights, halved for 2 hops)
     context = base + neighbor * max(base of the turns before and after)
     score   = context + episode * max(context in the same episode)
               + dated * [the query asks when, the text says when: among the best DATED_POOL]
+              - asks * (the share of the text in questions) ** 2
 
 (a memory outside any conversation is its own neighbour and episode, so facts and turns
 compete on the same scale).  The pool is ranked, deduplicated by text, and only then cut

@@ -7,11 +7,11 @@ recall.py's docstring::
 
     base    = vector * cosine + keyword * bm25 / best bm25 + speaker + time
               + recency * 0.5 ** (age / half-life) + importance * (importance - 0.5)
-              - asks * asked ** 2 (the share of the text in questions: questions.py)
               + graph bonus (graph * seed base * path strength * 0.5 ** hops)
     context = base + neighbor * max(base of the turns before and after)
     score   = context + episode * max(context in the same episode)
               + dated * [the query asks when, the text says when: among the best DATED_POOL]
+              - asks * asked ** 2 (the share of the text in questions: questions.py)
 
 To add a recall signal: a weight in :class:`Weights` (config ``weight_<name>``), its
 contribution in :func:`base_scores` (or a stage after it, like the graph bonus), the
@@ -47,7 +47,7 @@ class Weights:
     dated: float = 0.1
     recency: float = 0.0
     importance: float = 0.1
-    asks: float = 0.25
+    asks: float = 0.7
     access: float = 0.0  # how often and how lately recall returned it (off by default: add_access)
     half_life_days: float = 30.0
 
@@ -82,7 +82,7 @@ FIELDS = {"rowid": np.int64, "cos": np.float64, "bm25": np.float64, "vec_rank": 
           "speaker": np.int64, "created": np.int64, "valid_from": np.int64, "importance": np.float64,
           "turn": bool, "episode": np.int64, "thash": np.uint64, "dated": bool,
           "asks": np.float64}
-BASE = ("vector", "keyword", "speaker", "time", "recency", "importance", "asks")
+BASE = ("vector", "keyword", "speaker", "time", "recency", "importance")
 
 
 @dataclass
@@ -148,11 +148,6 @@ def base_scores(p: Pool, s: Signals, start: int = 0) -> None:
     imp = c["importance"][sl]
     on = (imp != 0.5) & bool(w.importance)
     vals["importance"] = (np.where(on, w.importance * (imp - 0.5), 0.0), on)
-    # a turn that asks holds the topic of a question about it, not the answer (the reply does):
-    # the square, so one that tells and then asks back ("I study at UCLA! Do you?") keeps most
-    asked = c["asks"][sl]
-    on = (asked > 0) & bool(w.asks)
-    vals["asks"] = (np.where(on, -w.asks * asked ** 2, 0.0), on)
     total = np.zeros(n)
     for name, (v, on) in vals.items():
         total += np.where(on, v, 0.0)
@@ -219,14 +214,16 @@ def rank(p: Pool, s: Signals, k: int, explain: bool = True) -> list[dict]:
     episode = w.episode * best_in[group]
     score = context + episode
     dated = said_when(p, score, s, k)
-    score = score + dated
+    asks = asked(p, w)
+    score = score + dated + asks
     order = np.lexsort((c["rowid"], -score))
     _, first = np.unique(c["thash"][order], return_index=True)  # the best entry of each text
     out: list[dict] = []
     for j in order[np.sort(first)[:k]].tolist():
         hit: dict = {"rowid": int(c["rowid"][j]), "score": float(score[j])}
         if explain:
-            hit["signals"] = shown(_signals(p, s, j, float(neighbor[j]), float(episode[j]), float(dated[j])))
+            hit["signals"] = shown(_signals(p, s, j, float(neighbor[j]), float(episode[j]), float(dated[j]),
+                                            float(asks[j])))
         out.append(hit)
     return out
 
@@ -243,8 +240,17 @@ def said_when(p: Pool, score: np.ndarray, s: Signals, k: int) -> np.ndarray:
     return out
 
 
+def asked(p: Pool, w: Weights) -> np.ndarray:
+    """The ``asks`` signal of each entry (a penalty): minus ``weight_asks`` times the square of
+    the share of its text in questions.  A turn that asks holds the topic of a question about
+    it, not the answer (the reply does), so it is lowered in the final score only: its base
+    still lifts its neighbours and its episode.  The square spares a turn that tells and then
+    asks back ("I study at UCLA! Do you?", 30% asked)."""
+    return -w.asks * p.cols["asks"] ** 2 if w.asks else np.zeros(len(p))
+
+
 def _signals(p: Pool, s: Signals, i: int, neighbor: float, episode: float,
-             dated: float = 0.0) -> dict[str, tuple[float, dict]]:
+             dated: float = 0.0, asks: float = 0.0) -> dict[str, tuple[float, dict]]:
     """Entry ``i``'s contribution and details per signal (as recall results show them)."""
     c = p.cols
     detail = {"vector": lambda: {"cosine": float(c["cos"][i]), "rank": int(c["vec_rank"][i]) or None},
@@ -252,8 +258,7 @@ def _signals(p: Pool, s: Signals, i: int, neighbor: float, episode: float,
               "speaker": lambda: {"speaker": s.speaker_name},
               "time": lambda: {"phrase": s.windows[int(p.window[i])].phrase},
               "recency": lambda: {"age_days": max(0, s.now - int(c["created"][i])) / DAY_MS},
-              "importance": lambda: {"importance": float(c["importance"][i])},
-              "asks": lambda: {"asked": float(c["asks"][i])}}
+              "importance": lambda: {"importance": float(c["importance"][i])}}
     out = {name: (float(p.parts[name][0][i]), detail[name]()) for name in BASE
            if name in p.parts and p.parts[name][1][i]}
     if "access" in p.parts and p.parts["access"][1][i]:
@@ -266,6 +271,8 @@ def _signals(p: Pool, s: Signals, i: int, neighbor: float, episode: float,
         out["episode"] = (episode, {})
     if dated:
         out["dated"] = (dated, {})
+    if asks:
+        out["asks"] = (asks, {"asked": float(c["asks"][i])})
     return out
 
 

@@ -59,7 +59,7 @@ class Window:
     phrase: str
 
 
-ONLY_VECTOR = Weights(keyword=0, speaker=0, neighbor=0, episode=0, graph=0, time=0, recency=0, importance=0, asks=0)
+ONLY_VECTOR = Weights(keyword=0, speaker=0, neighbor=0, episode=0, graph=0, time=0, recency=0, importance=0)
 
 
 # -- base scores: one signal at a time ---------------------------------------------------------
@@ -98,13 +98,6 @@ ONLY_VECTOR = Weights(keyword=0, speaker=0, neighbor=0, episode=0, graph=0, time
      {"vector": (0.0, {"cosine": 0.0, "rank": None}), "importance": (0.1 * 0.4, {"importance": 0.9})}),
     (cand(1, importance=0.5), Signals(Weights()), 0.0,
      {"vector": (0.0, {"cosine": 0.0, "rank": None})}),
-    # asks: minus weight * (the share of the text in questions) ** 2; absent for a text that tells
-    (cand(1, cos=0.5, asks=1.0), Signals(Weights(importance=0)), 0.5 - 0.25,
-     {"vector": (0.5, {"cosine": 0.5, "rank": None}), "asks": (-0.25, {"asked": 1.0})}),
-    (cand(1, cos=0.5, asks=0.2), Signals(Weights(importance=0)), 0.5 - 0.25 * 0.04,
-     {"vector": (0.5, {"cosine": 0.5, "rank": None}), "asks": (-0.01, {"asked": 0.2})}),
-    (cand(1, cos=0.5, asks=1.0), Signals(Weights(importance=0, asks=0)), 0.5,
-     {"vector": (0.5, {"cosine": 0.5, "rank": None})}),
 ])
 def test_base_score(cand, signals, base, parts):
     p = pool(cand)
@@ -113,6 +106,22 @@ def test_base_score(cand, signals, base, parts):
     (got,) = scoring.rank(p, replace(signals, weights=replace(signals.weights, neighbor=0, episode=0)), 1)
     assert got["signals"] == scoring.shown(parts)
     assert math.isclose(got["score"], base)
+
+
+@pytest.mark.parametrize("asked, lost", [(1.0, 0.7), (0.3, 0.7 * 0.09), (0.0, 0.0)])
+def test_a_turn_that_asks_loses_weight_times_the_square_of_its_share_in_the_final_score_only(asked, lost):
+    """``asks``: the asking turn's own score drops; its base, which lifts the reply after it
+    (neighbor) and its episode, does not."""
+    w = Weights(importance=0)
+    p = pool(cand(1, cos=0.8, episode="e", next=2, asks=asked), cand(2, cos=0.5, episode="e", prev=1))
+    scoring.base_scores(p, Signals(w))
+    assert p.base.tolist() == [0.8, 0.5]
+    got = {h["rowid"]: h for h in scoring.rank(p, Signals(w), 2)}
+    assert math.isclose(got[1]["score"], 0.8 + 0.3 * 0.5 + 0.5 * (0.8 + 0.3 * 0.5) - lost)
+    assert math.isclose(got[2]["score"], 0.5 + 0.3 * 0.8 + 0.5 * (0.8 + 0.3 * 0.5))  # the reply keeps all
+    assert got[1]["signals"].get("asks") == ({"score": round(-lost, 4), "asked": asked} if asked else None)
+    off = {h["rowid"]: h["score"] for h in scoring.rank(p, Signals(replace(w, asks=0)), 2)}
+    assert math.isclose(off[1], got[1]["score"] + lost)
 
 
 def test_base_scores_only_set_the_entries_from_start():
