@@ -157,24 +157,24 @@ class Searcher:
             start = self._add(p, ri, fresh, q)
             pos = np.concatenate([pos, fresh])
             scoring.base_scores(p, s, start)
-        where = dict(zip(pos.tolist(), range(len(pos))))
-        episode = p.cols["episode"].tolist()
-        prev, nxt = p.prev.tolist(), p.next.tolist()
-        half = len(seeds)
-        around = around.tolist()
-        for j, seed in enumerate(seeds.tolist()):
-            links = []
-            for x in (around[j], around[half + j]):
-                i = where.get(x, -1) if x >= 0 else -1
-                links.append(i if i >= 0 and episode[i] == episode[seed] else -1)
-            # the turn just before or after in the thread is a neighbour only within the
-            # episode; adjacency goes both ways: the turn after a seed has the seed before it
-            prev[seed], nxt[seed] = links
-            if links[0] >= 0 and nxt[links[0]] < 0:
-                nxt[links[0]] = seed
-            if links[1] >= 0 and prev[links[1]] < 0:
-                prev[links[1]] = seed
-        p.prev, p.next = np.array(prev, np.int64), np.array(nxt, np.int64)
+        # each turn around a seed as its pool entry (-1: not in the pool, or another episode:
+        # the turn just before or after in the thread is a neighbour only within the episode)
+        order = np.argsort(pos, kind="stable")
+        at = np.minimum(np.searchsorted(pos[order], around), len(pos) - 1)
+        idx = np.where((around >= 0) & (pos[order][at] == around), order[at], -1)
+        episode = p.cols["episode"]
+        twice = np.concatenate([seeds, seeds])
+        links = np.where((idx >= 0) & (episode[np.maximum(idx, 0)] == episode[twice]), idx, -1)
+        before, after = links[:len(seeds)], links[len(seeds):]
+        p.prev[seeds], p.next[seeds] = before, after
+        # adjacency goes both ways: the turn after a seed has the seed before it (a seed's own
+        # links, set above, already say so)
+        back = before >= 0
+        free = p.next[before[back]] < 0
+        p.next[before[back][free]] = seeds[back][free]
+        fwd = after >= 0
+        free = p.prev[after[fwd]] < 0
+        p.prev[after[fwd][free]] = seeds[fwd][free]
         return pos
 
     def _graph(self, seeds: list[tuple[str, float]], w: Weights) -> dict[str, tuple[float, dict]]:

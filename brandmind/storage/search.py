@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -83,20 +84,29 @@ def mentions(text: str, names: list[str]) -> dict[str, list[str]]:
     low = text.lower()
     words = set(re.findall(r"\w+", low))
     caps = {w.lower() for w in re.findall(r"(?<!\w)[A-Z]\w{3,}", text)}
-    owners: dict[str, set[str]] = {}
-    for name in names:
-        for part in re.findall(r"\w{3,}", name.lower()):
-            owners.setdefault(part, set()).add(name)
     out: dict[str, list[str]] = {}
-    for name in names:
-        if re.search(r"(?<!\w)" + re.escape(name.lower()) + r"(?!\w)", low):
-            out[name] = re.findall(r"\w+", name.lower())
+    for name, whole, name_words, own in _name_table(tuple(names)):
+        if whole.search(low):
+            out[name] = list(name_words)
             continue
-        own = [w for w in re.findall(r"\w{3,}", name.lower()) if owners[w] == {name} and w not in STOPWORDS]
         said = [w for w in own if w in words] + [c for c in caps for w in own if len(w) >= 4 and _one_off(w, c)]
         if said:
             out[name] = said
     return out
+
+
+@lru_cache(maxsize=64)
+def _name_table(names: tuple[str, ...]) -> list[tuple[str, "re.Pattern[str]", tuple[str, ...], tuple[str, ...]]]:
+    """Per name (in order): the whole name as a pattern of whole words, its words, and its
+    words of 3+ letters that no other name has and that are no stopword (what :func:`mentions`
+    matches; made once per list of names: a store's speakers change rarely)."""
+    owners: dict[str, set[str]] = {}
+    for name in names:
+        for part in re.findall(r"\w{3,}", name.lower()):
+            owners.setdefault(part, set()).add(name)
+    return [(name, re.compile(r"(?<!\w)" + re.escape(name.lower()) + r"(?!\w)"), tuple(re.findall(r"\w+", name.lower())),
+             tuple(w for w in re.findall(r"\w{3,}", name.lower()) if owners[w] == {name} and w not in STOPWORDS))
+            for name in names]
 
 
 def in_own_words(text: str, names: list[str]) -> str:
