@@ -269,3 +269,27 @@ def test_hamming_in_chunks_equals_a_popcount_over_all_the_bits(monkeypatch, n):
     q = rng.integers(0, 2**63, size=3, dtype=np.uint64)
     want = [sum(bin(int(code[w, i]) ^ int(q[w])).count("1") for w in range(3)) for i in range(n)]
     assert indexfile.hamming(code, q, n).tolist() == want
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_making_a_large_index_anew_is_announced_on_a_terminal_only(store, monkeypatch, capsys, tty):
+    """Its first search after a format change, or ``bm rebuild``, pauses ~2 min at 1M memories:
+    a terminal is told why (one line on stderr), a pipe or a log never is."""
+    import sys
+
+    from brandmind.storage import indexfile
+
+    with Memory() as mem:
+        mem.remember("Ann keeps the spare key under the blue pot")
+        mem.remember("Bo parks by the north gate")
+    monkeypatch.setattr(indexfile, "ANNOUNCE_ROWS", 2)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: tty, raising=False)
+    with Memory() as mem:
+        mem.store.searcher.index_path.unlink(missing_ok=True)  # as after an upgrade that changed its format
+        capsys.readouterr()
+        assert mem.recall("where is the key", k=1)
+        err = capsys.readouterr().err
+    if tty:
+        assert err.startswith("bm: building the recall index of 2 memories (once; about 1 s) in ") and err.count("\n") == 1
+    else:
+        assert err == ""

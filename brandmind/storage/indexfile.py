@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import sys
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -298,6 +299,24 @@ def hamming(code: np.ndarray, qcode: np.ndarray, n: int) -> np.ndarray:
             np.bitwise_count(t, out=c)
             d += c
     return dist
+
+
+ANNOUNCE_ROWS = 50_000  # from this many memories, making a file anew is announced on a terminal
+
+
+def say_building(path: Path | None, rows: int) -> None:
+    """On a terminal, say what the pause is when a large store's index file is made anew (its
+    first search after an upgrade that changed the file's format, or after ``bm rebuild``:
+    ~9 s at 100,000 memories, ~2 min at 1,000,000); never into a pipe or a log."""
+    err = sys.stderr
+    try:
+        tty = err is not None and err.isatty()
+    except (AttributeError, ValueError):  # a closed or odd stderr
+        tty = False
+    if tty and path is not None and rows >= ANNOUNCE_ROWS:
+        err.write(f"bm: building the recall index of {rows:,} memories (once; about {max(1, rows // 9000)} s) "
+                  f"in {path} ...\n")
+        err.flush()
 
 
 def remove_abandoned(path: Path) -> None:

@@ -47,7 +47,7 @@ from .. import clock
 from ..clock import now_millis
 from .expiry import expired_rowids
 from . import kwindex
-from .indexfile import COLUMNS, IndexFile, distinct, hamming, remove_abandoned, rotation, scrub, signs, smallest
+from .indexfile import COLUMNS, IndexFile, distinct, hamming, remove_abandoned, rotation, say_building, scrub, signs, smallest
 from .recallsql import (ReadSnapshot, all_rows, all_vectors, changed_rowids, epoch, episode_key, last_change,
                         memory_total, neighbours_of, rotate, rows_after, rows_of, stored_vectors_of, text_key,
                         turn_order)
@@ -80,8 +80,7 @@ class RecallIndex:
     def __init__(self, sql: "SQLStore", path: Path | None) -> None:
         self.sql, self.path = sql, path
         self.file: IndexFile | None = None
-        self.n = 0
-        self.seq = 0
+        self.n = self.seq = 0
         self.values: dict[str, list] = {d: [] for d in DICTS}
         self.codes: dict[str, dict] = {d: {} for d in DICTS}
         self.behind = 0       # rows applied since the file was written
@@ -187,6 +186,7 @@ class RecallIndex:
         with ReadSnapshot(sql):
             self.key["epoch"] = epoch(sql)
             total = memory_total(sql)
+            say_building(self.path, total)
             seq = last_change(sql)[1]
             f, fh = self._new_file(_capacity(total))
             cols, n = f.cols, 0
