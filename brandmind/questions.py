@@ -2,7 +2,9 @@
 questions.  A conversation turn that only asks ("How about you? Do you work?") names the topic
 of a question about it but holds no answer; the answer is in the turn that replies.  Recall
 lowers such turns by ``weight_asks`` times the square of this share (scoring.py): a turn that
-tells and then asks back ("I study at UCLA! Do you?") keeps most of its score.
+tells and then asks back ("I study at UCLA! Do you?") keeps most of its score.  Only turns
+(the recall index's ``asks`` column is 0 for any other memory: one remembered as a question
+has no reply to defer to).
 """
 from __future__ import annotations
 

@@ -20,8 +20,8 @@ file is rewritten):
   is indexed);
 * what ranking would otherwise read texts for, computed when the row is indexed: ``thash``,
   a 64-bit key of the text (case and spacing ignored: recall shows one memory per text),
-  ``dated`` (it says when something happened: a "when" question's bonus), ``asks`` (the
-  percentage of it in questions: questions.py) and the keyword postings (kwindex.py, ``ntok``).
+  ``dated`` (it says when something happened: a "when" question's bonus), ``asks`` (a turn's
+  percentage in questions: questions.py) and the keyword postings (kwindex.py, ``ntok``).
 
 Kept in step with SQLite (itself a projection of the op log): rows past the highest live
 rowid are new; every update or delete of a memory, and every vector that arrives later
@@ -288,7 +288,7 @@ class RecallIndex:
         cols["speaker"][pos] = [-1 if v is None else code("speaker", v) for v in r[11]]
         cols["thash"][pos] = [text_key(t) for t in r[12]]
         cols["dated"][pos] = [says_when(t) for t in r[12]]
-        cols["asks"][pos] = [round(100 * asked_share(t, s)) for t, s in zip(r[12], r[11])]
+        cols["asks"][pos] = [round(100 * asked_share(t, s)) if th is not None else 0 for t, s, th in zip(r[12], r[11], r[9])]
         cols["prev"][pos] = -1
         cols["next"][pos] = -1
         stems = self._tokens()[0]
