@@ -29,7 +29,8 @@ ALIGN = 4096
 # ``vec . q * vscale``); ``thash``: recallsql.text_key of the text (recall shows one memory
 # per key); ``dated``: whether the text says when something happened (timewords.says_when);
 # ``ntok``: the text's tokens as FTS5 counts them (BM25's document length, storage/kwindex.py);
-# ``asks``: the percentage of the text that asks (questions.asked_share: recall's ``asks`` signal)
+# ``asks``: the percentage of a turn's text that asks, 0 for other memories (questions.asked_share:
+# recall's ``asks`` signal)
 COLUMNS = {"rowid": "<i8", "alive": "u1", "has_vec": "u1", "user": "<i4", "agent": "<i4", "type": "<i4",
            "created": "<i8", "valid_from": "<i8", "valid_to": "<i8", "retired": "<i8", "importance": "<f8",
            "turn": "u1", "episode": "<i8", "speaker": "<i4", "prev": "<i8", "next": "<i8", "vscale": "<f4",

@@ -363,6 +363,7 @@ class SearchIndex:
         version = data_version(self.sql)
         cached = self._speakers.get(user)
         if cached is None or cached[0] != version:
+            _name_table.cache_clear()  # (no forgotten speaker's name kept in a process either)
             names = speakers(self.sql, user)
             if len(self._speakers) > 64:
                 self._speakers.clear()
