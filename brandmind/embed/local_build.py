@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from ..errors import EmbedderUnavailable, InvalidInput
+from ..notices import tell
 from .minilm import (
     DIM,
     DISABLED_FUSIONS,
@@ -533,11 +533,4 @@ class build_lock:
 
 def say_building(path: Path) -> None:
     """On a terminal, say what the pause of a first model build is (never into a pipe)."""
-    err = sys.stderr
-    try:
-        tty = err is not None and err.isatty()
-    except (AttributeError, ValueError):  # a closed or odd stderr
-        tty = False
-    if tty:
-        err.write(f"building the local embedding model (once, ~6 s) in {path.parent} ...\n")
-        err.flush()
+    tell(f"building the local embedding model (once, ~6 s) in {path.parent} ...")

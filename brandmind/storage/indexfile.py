@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import mmap
 import os
-import sys
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..notices import tell
 from . import kwindex
 
 MAGIC = b"BMRIDX01"
@@ -309,15 +309,8 @@ def say_building(path: Path | None, rows: int) -> None:
     """On a terminal, say what the pause is when a large store's index file is made anew (its
     first search after an upgrade that changed the file's format, or after ``bm rebuild``:
     ~9 s at 100,000 memories, ~2 min at 1,000,000); never into a pipe or a log."""
-    err = sys.stderr
-    try:
-        tty = err is not None and err.isatty()
-    except (AttributeError, ValueError):  # a closed or odd stderr
-        tty = False
-    if tty and path is not None and rows >= ANNOUNCE_ROWS:
-        err.write(f"bm: building the recall index of {rows:,} memories (once; about {max(1, rows // 9000)} s) "
-                  f"in {path} ...\n")
-        err.flush()
+    if path is not None and rows >= ANNOUNCE_ROWS:
+        tell(f"bm: building the recall index of {rows:,} memories (once; about {max(1, rows // 9000)} s) in {path} ...")
 
 
 def remove_abandoned(path: Path) -> None:
