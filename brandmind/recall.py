@@ -160,8 +160,9 @@ class Searcher:
         # each turn around a seed as its pool entry (-1: not in the pool, or another episode:
         # the turn just before or after in the thread is a neighbour only within the episode)
         order = np.argsort(pos, kind="stable")
-        at = np.minimum(np.searchsorted(pos[order], around), len(pos) - 1)
-        idx = np.where((around >= 0) & (pos[order][at] == around), order[at], -1)
+        ordered = pos[order]
+        at = np.minimum(np.searchsorted(ordered, around), len(pos) - 1)
+        idx = np.where((around >= 0) & (ordered[at] == around), order[at], -1)
         episode = p.cols["episode"]
         twice = np.concatenate([seeds, seeds])
         links = np.where((idx >= 0) & (episode[np.maximum(idx, 0)] == episode[twice]), idx, -1)
