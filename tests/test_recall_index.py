@@ -262,18 +262,6 @@ def test_doctor_finds_a_recall_index_that_lost_a_memory_or_a_vector(store):
         assert not got["ok"] and "3 of 4 vectors" in got["detail"] and "bm rebuild" in got["hint"]
 
 
-@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 30])
-def test_hamming_in_chunks_equals_a_popcount_over_all_the_bits(monkeypatch, n):
-    from brandmind.storage import indexfile
-
-    monkeypatch.setattr(indexfile, "HAMMING_CHUNK", 8)  # chunk boundaries at small sizes
-    rng = np.random.default_rng(n)
-    code = rng.integers(0, 2**63, size=(3, n + 5), dtype=np.uint64)  # capacity past n: ignored
-    q = rng.integers(0, 2**63, size=3, dtype=np.uint64)
-    want = [sum(bin(int(code[w, i]) ^ int(q[w])).count("1") for w in range(3)) for i in range(n)]
-    assert indexfile.hamming(code, q, n).tolist() == want
-
-
 @pytest.mark.parametrize("tty", [True, False])
 def test_making_a_large_index_anew_is_announced_on_a_terminal_only(store, monkeypatch, capsys, tty):
     """Its first search after a format change, or ``bm rebuild``, pauses ~2 min at 1M memories:

@@ -2,8 +2,8 @@
 page-aligned offsets (capacity rows each, so appends fit until it is rewritten; unused
 capacity is a hole in a sparse file), then the dictionaries as JSON.  Mapped copy-on-write:
 a process's own changes never reach the file, which is only ever replaced whole (written
-to a temporary name, synced, renamed).  Also the sign codes and the selection of the
-nearest codes the first pass of a vector search uses.
+to a temporary name, synced, renamed).  Also the sign codes the first pass of a vector search
+compares (storage/scan.py).
 """
 from __future__ import annotations
 
@@ -212,22 +212,6 @@ def outside(values: np.ndarray, taken: np.ndarray) -> np.ndarray:
     return v[t[at] != v]
 
 
-def smallest(dist: np.ndarray, k: int) -> np.ndarray:
-    """Positions of (at least) the ``k`` smallest distances, in position order; the
-    threshold comes from a sample, so no full sort or partition is needed."""
-    n = len(dist)
-    step = max(1, n // 16384)
-    sample = dist[::step]
-    want = min(len(sample) - 1, int(len(sample) * k / n * 1.5) + 1)
-    limit = np.partition(sample, want)[want]
-    idx = np.flatnonzero(dist <= limit)
-    if len(idx) < k:  # the sample was unlucky: exact
-        idx = np.sort(np.argpartition(dist, k - 1)[:k])
-    elif len(idx) > 4 * k:  # far too many (a wide tie): keep the k nearest
-        idx = np.sort(idx[np.argpartition(dist[idx], k - 1)[:k]])
-    return idx
-
-
 def scrub(path: Path, rowids: list[int]) -> int:
     """Overwrite with zeros, in the index file at ``path`` itself, the vectors and sign codes
     of ``rowids`` (forgotten memories) and mark them deleted; returns how many were there.
@@ -276,30 +260,6 @@ def scrub_names(path: Path) -> None:
             os.fsync(fh.fileno())
     except (OSError, ValueError, KeyError, TypeError):
         pass
-
-
-HAMMING_CHUNK = 32768  # rows per pass of ``hamming``: its temporaries stay in the CPU cache
-
-
-def hamming(code: np.ndarray, qcode: np.ndarray, n: int) -> np.ndarray:
-    """Hamming distances of ``qcode`` to the first ``n`` codes (column-major words), a chunk of
-    rows at a time (at 1,000,000 rows: 21 -> 14 ms for half the words, against one pass per word
-    over every row, whose 8 MB temporaries left the cache between its three ufuncs).  (Two
-    threads, half the rows each: 14.6 -> 9.9 ms for this pass alone at 1M, but recall itself no
-    faster, 2026-11-29: not kept.)"""
-    dist = np.empty(n, np.uint16)
-    step = max(1, min(n, HAMMING_CHUNK))
-    tmp = np.empty(step, np.uint64)
-    bits = np.empty(step, np.uint8)
-    for a in range(0, n, step):
-        b = min(n, a + step)
-        d, t, c = dist[a:b], tmp[:b - a], bits[:b - a]
-        d[:] = 0
-        for w in range(code.shape[0]):
-            np.bitwise_xor(code[w, a:b], qcode[w], out=t)
-            np.bitwise_count(t, out=c)
-            d += c
-    return dist
 
 
 ANNOUNCE_ROWS = 50_000  # from this many memories, making a file anew is announced on a terminal
