@@ -9,10 +9,15 @@ memories, or those true ``as_of`` a date.  An explicit ``now`` is also the momen
 memories dated after it do not exist yet, and facts retired after it were still current.
 ``recall_batch`` runs one query per line with defaults.  Reads never write (but for the
 device-local access counts while ``weight_access`` is on: batched, storage/search.py).
+
+The query is embedded in a thread of its own while the Searcher finds the keyword candidates
+(onnxruntime lets go of the GIL while it runs).
 """
 from __future__ import annotations
 
 import operator
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
@@ -25,6 +30,8 @@ from .storage.search import Filters, in_own_words
 from .timewords import find_windows
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
     from .store import Store
 
 
@@ -66,17 +73,12 @@ def recall(store: "Store", query: str | bytes, *, k: int | None = None, user: st
     """The memories that best answer ``query``, best first (see the module docstring); each
     with the ``signals`` that put it there unless ``explain`` is False (``bm context``), and
     only the fields a context block shows when ``brief`` (``memories.briefs_by_rowid``)."""
-    import numpy as np
-
     query = validate.text(query, what="query")
     k = check_k(k)
     f = filters(store, user=user, agent=agent, types=types, since=since, until=until, now=now, as_of=as_of)
     weights = Weights.from_config(store.config)
     text, named = store.searcher.speakers_named(query, f.user) if weights.speaker else (query, [])
-    qvec = np.asarray(store.embedder.embed_query(embedded_text(text, named, weights)), dtype=np.float32)
-    if qvec.shape != (store.sql.dim,):
-        raise ModelMismatch(f"query vector is {qvec.shape[-1]}-d, the store's are {store.sql.dim}-d",
-                            hint="run `bm reindex`")
+    qvec = _embedding().submit(query_vector, store, embedded_text(text, named, weights))
     base = Query(text, qvec, f, k or 10, weights,
                  tuple(find_windows(query, f.now)), f.now, explain, speakers=tuple(named))
     hits = searcher(store).search(base) if f.agent is None else _scopes(store, base, k)
@@ -93,6 +95,31 @@ def recall(store: "Store", query: str | bytes, *, k: int | None = None, user: st
     if weights.access:  # counted only while the signal is on: reads write nothing by default
         store.searcher.note_access([item["id"] for item in out], clock.now_millis())
     return out
+
+
+_EMBEDDING: tuple[int, ThreadPoolExecutor | None] = (0, None)
+
+
+def _embedding() -> ThreadPoolExecutor:
+    """The thread that embeds queries (one per process: made anew in a forked child, where
+    the parent's thread does not exist)."""
+    global _EMBEDDING
+    pid, pool = _EMBEDDING
+    if pool is None or pid != os.getpid():
+        pool = ThreadPoolExecutor(1, thread_name_prefix="bm-embed-query")
+        _EMBEDDING = (os.getpid(), pool)
+    return pool
+
+
+def query_vector(store: "Store", text: str) -> "np.ndarray":
+    """The query's vector (float32), of the store's dimension (ModelMismatch otherwise)."""
+    import numpy as np
+
+    qvec = np.asarray(store.embedder.embed_query(text), dtype=np.float32)
+    if qvec.shape != (store.sql.dim,):
+        raise ModelMismatch(f"query vector is {qvec.shape[-1]}-d, the store's are {store.sql.dim}-d",
+                            hint="run `bm reindex`")
+    return qvec
 
 
 def embedded_text(query: str, named: list[str], weights: Weights) -> str:

@@ -41,7 +41,9 @@ bonus from a flag of each text, both columns of the index: no text is read befor
 from __future__ import annotations
 
 import math
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -69,7 +71,8 @@ EXTRA_CANDIDATES = 20  # newest / most important memories added when those signa
 @dataclass
 class Query:
     text: str
-    vector: np.ndarray
+    vector: Any                # the query's vector, or a Future of it (query.recall embeds it
+                               # in a thread while the keyword candidates are found): ``vector_of``
     filters: Filters
     k: int
     weights: Weights = field(default_factory=Weights)
@@ -77,6 +80,13 @@ class Query:
     now: int = 0
     explain: bool = True       # each result's signals (what put it there); off for bm context
     speakers: tuple = ()       # the speakers the text names (query.recall looks them up once)
+
+
+def vector_of(q: Query) -> np.ndarray:
+    """The query's vector, waited for if it is still being embedded (its errors raised here)."""
+    if isinstance(q.vector, Future):
+        q.vector = q.vector.result()
+    return q.vector
 
 
 class Searcher:
@@ -112,12 +122,12 @@ class Searcher:
         f, w = q.filters, q.weights
         n = max(POOL, POOL_PER_K * q.k)
 
-        # one after the other: in a second thread the keyword query measured slower (the GIL),
-        # beside the vector scan and beside the query's embedding alike (2026-11-28)
-        vpos, vcos = ri.nearest(q.vector, m, n)
+        # the keyword candidates while the query is still being embedded (in a thread of its
+        # own: onnxruntime lets go of the GIL), then the vector ones
         kpos, kscore = ri.keywords(q.text, m, n)  # every one passes ``m``
         krank = np.arange(1, len(kpos) + 1)
         extra = ri.extremes(m, EXTRA_CANDIDATES, newest=bool(w.recency), important=bool(w.importance))
+        vpos, vcos = ri.nearest(vector_of(q), m, n)
         p = Pool.of(**{k: [] for k in scoring.FIELDS})
         if len(vpos):
             self._add(p, ri, vpos, q.vector, cos=vcos, vec_rank=np.arange(1, len(vpos) + 1))

@@ -357,6 +357,11 @@ def test_config_accepts_int8s():
 # ----------------------------------------------------------------- the session made in a thread
 
 
+def loading_threads() -> list[threading.Thread]:
+    """preload's threads (the model's session, the tokenizer) still alive."""
+    return [t for t in threading.enumerate() if t.name in ("bm-model-load", "bm-tokenizer")]
+
+
 def test_preload_session_is_the_one_the_embedder_uses(cache: Path, emb: LocalEmbedder):
     from brandmind.embed import preload
 
@@ -377,7 +382,7 @@ def test_preload_session_is_the_one_the_embedder_uses(cache: Path, emb: LocalEmb
     assert other._session is not made
     preload.settle()
     assert not preload._loads and not preload._tokenizer
-    assert not [t for t in threading.enumerate() if t.name.startswith("bm-")]
+    assert not loading_threads()
 
 
 def test_preload_needs_a_built_model_and_a_failed_load_falls_back(tmp_path: Path, emb: LocalEmbedder):
@@ -415,7 +420,7 @@ def test_cli_preloads_only_for_commands_that_embed(tmp_path: Path, model_cache: 
     client._preload(["ingest", "-", "-u", "ann"])  # what it stores is embedded too
     assert len(preload._loads) == 1
     preload.settle()
-    assert not [t for t in threading.enumerate() if t.name.startswith("bm-")]
+    assert not loading_threads()
 
 
 @pytest.mark.real_embedder
@@ -446,4 +451,4 @@ def test_ctrl_c_while_the_model_loads_is_an_interrupt(tmp_path: Path, model_cach
     assert finished == [True]  # the imports ran to their end first
     assert signal.getsignal(signal.SIGINT) is handler  # and bm's Ctrl-C handling is back
     client.settle_model_threads()
-    assert not [t for t in threading.enumerate() if t.name.startswith("bm-")]
+    assert not loading_threads()

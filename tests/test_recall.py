@@ -118,3 +118,53 @@ def test_a_forgotten_memory_leaves_no_vector_and_a_forgotten_user_no_name_in_the
         mem.forget_user("ann")
         assert b'"ann"' not in path.read_bytes()
         assert len(mem.recall("weather", user="zoe")) == 5
+
+
+def test_the_query_is_embedded_in_a_thread_that_a_forked_child_makes_anew(store) -> None:
+    """query.recall embeds the query in a thread while the keyword candidates are found; a
+    child forked after a recall (a daemon, a worker pool) has no such thread: it must make
+    its own, not wait forever on its parent's."""
+    import os
+    import time
+
+    from brandmind import query
+
+    with Memory() as mem:
+        mem.remember("the heron nests by the mill pond")
+        assert mem.recall("heron", k=1)
+        parent = query._embedding()
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 if recall answers with its own thread
+            try:
+                hits = mem.recall("where does the heron nest?", k=1)
+                os._exit(0 if hits and "heron" in hits[0]["text"] and query._embedding() is not parent else 1)
+            except BaseException:  # noqa: BLE001 - the child reports by its exit code only
+                os._exit(2)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                assert os.waitstatus_to_exitcode(status) == 0
+                return
+            time.sleep(0.05)
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise AssertionError("recall in the forked child hung")
+
+
+def test_an_embedder_error_in_the_querys_thread_reaches_the_caller(store, monkeypatch) -> None:
+    from brandmind.errors import EmbedderUnavailable
+
+    with Memory() as mem:
+        mem.remember("the heron nests by the mill pond")
+
+        def down(text: str):
+            raise EmbedderUnavailable("the embedding server is down", hint="start it")
+
+        monkeypatch.setattr(mem.store.embedder, "embed_query", down)
+        try:
+            mem.recall("heron")
+        except EmbedderUnavailable as exc:
+            assert exc.hint == "start it"
+        else:
+            raise AssertionError("recall answered without its query's vector")
