@@ -125,24 +125,26 @@ class Searcher:
         # the keyword candidates while the query is still being embedded (in a thread of its
         # own: onnxruntime lets go of the GIL), then the vector ones
         kpos, kscore = ri.keywords(q.text, m, n)  # every one passes ``m``
-        krank = np.arange(1, len(kpos) + 1)
         extra = ri.extremes(m, EXTRA_CANDIDATES, newest=bool(w.recency), important=bool(w.importance))
         vpos, vcos = ri.nearest(vector_of(q), m, n)
-        p = Pool.of(**{k: [] for k in scoring.FIELDS})
-        if len(vpos):
-            self._add(p, ri, vpos, q.vector, cos=vcos, vec_rank=np.arange(1, len(vpos) + 1))
-        # keyword hits: their BM25 on the vector hits already in, the rest added
+        # one entry per memory, in one pass: the vector hits, the keyword hits not among them,
+        # then the newest / most important not among either (with their cosines)
         have = dict(zip(vpos.tolist(), range(len(vpos))))
         at = np.array([have.get(x, -1) for x in kpos.tolist()], np.int64)
         old = at >= 0
-        p.cols["bm25"][at[old]], p.cols["kw_rank"][at[old]] = kscore[old], krank[old]
-        if (~old).any():
-            self._add(p, ri, kpos[~old], q.vector, bm25=kscore[~old], kw_rank=krank[~old])
-        pos = np.concatenate([vpos, kpos[~old]]).astype(np.int64)
-        extra = outside(extra, pos)
-        if len(extra):
-            self._add(p, ri, extra, q.vector)
-            pos = np.concatenate([pos, extra])
+        extra = outside(extra, np.concatenate([vpos, kpos]))
+        rest = np.concatenate([kpos[~old], extra]).astype(np.int64)
+        pos = np.concatenate([vpos, rest]).astype(np.int64)
+        nv, nk, total = len(vpos), int((~old).sum()), len(vpos) + len(rest)
+        bm25, vec_rank, kw_rank = np.full(total, np.nan), np.zeros(total, np.int64), np.zeros(total, np.int64)
+        krank = np.arange(1, len(kpos) + 1)
+        vec_rank[:nv] = np.arange(1, nv + 1)
+        bm25[at[old]], kw_rank[at[old]] = kscore[old], krank[old]
+        bm25[nv:nv + nk], kw_rank[nv:nv + nk] = kscore[~old], krank[~old]
+        p = Pool.of(**{k: [] for k in scoring.FIELDS})
+        if total:
+            self._add(p, ri, pos, q.vector, cos=np.concatenate([vcos, ri.cosines(rest, q.vector)]),
+                      vec_rank=vec_rank, bm25=bm25, kw_rank=kw_rank)
         speakers = list(q.speakers) if w.speaker and len(p) else []
         code = ri.codes["speaker"].get(speakers[0]) if len(speakers) == 1 else None
         return p, pos, Signals(w, best_bm=float(kscore.max()) if len(kscore) else 0.0, speaker=code,
