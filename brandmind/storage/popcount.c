@@ -10,7 +10,7 @@
  * numpy spends three passes over memory per word (xor, popcount, add) where this spends one,
  * and the selection needs no partition: distances are small integers, so a histogram finds
  * the threshold in one pass.  Measured at 100,000 rows (2026-11-29): the first pass 1.75 ->
- * 1.1 ms, the selection 0.37 -> ~0.15 ms, the second pass on the kept rows 0.76 -> ~0.4 ms. */
+ * ~0.5 ms, the selection 0.37 -> ~0.15 ms, the second pass on the kept rows 0.76 -> ~0.3 ms. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -23,27 +23,45 @@
 
 /* ---- the popcount loops: the hardware instruction where the CPU has it ---- */
 
-#define HAMMING_BODY                                                                        \
-    for (Py_ssize_t a = 0; a < n; a += BLOCK) {                                             \
-        Py_ssize_t b = a + BLOCK < n ? a + BLOCK : n;                                       \
-        for (Py_ssize_t i = a; i < b; i++) out[i] = 0;                                       \
-        for (Py_ssize_t w = w0; w < w1; w++) {                                              \
-            const uint64_t *c = code + w * stride;                                          \
-            const uint64_t qw = q[w];                                                       \
-            for (Py_ssize_t i = a; i < b; i++)                                              \
-                out[i] = (uint16_t)(out[i] + __builtin_popcountll(c[i] ^ qw));              \
-        }                                                                                   \
+/* A row's distance over up to 8 words at once, unrolled (the word count is the same for
+ * every row: the switch is always predicted), so each row's distance is written once; the
+ * words of a group are read as 8 sequential streams.  At 100,000 rows x 6 words: 0.83 ->
+ * 0.37 ms (cache warm), 0.95 -> 0.6 ms (cold), against one pass per word adding into out. */
+#define WORDS(ROW)                                                                          \
+    switch (nw) {                                                                           \
+    case 8: d += __builtin_popcountll(c[7 * stride + (ROW)] ^ qq[7]); /* fall through */     \
+    case 7: d += __builtin_popcountll(c[6 * stride + (ROW)] ^ qq[6]); /* fall through */     \
+    case 6: d += __builtin_popcountll(c[5 * stride + (ROW)] ^ qq[5]); /* fall through */     \
+    case 5: d += __builtin_popcountll(c[4 * stride + (ROW)] ^ qq[4]); /* fall through */     \
+    case 4: d += __builtin_popcountll(c[3 * stride + (ROW)] ^ qq[3]); /* fall through */     \
+    case 3: d += __builtin_popcountll(c[2 * stride + (ROW)] ^ qq[2]); /* fall through */     \
+    case 2: d += __builtin_popcountll(c[1 * stride + (ROW)] ^ qq[1]); /* fall through */     \
+    default: d += __builtin_popcountll(c[ROW] ^ qq[0]);                                      \
     }
+
+#define HAMMING_BODY                                                                        \
+    for (Py_ssize_t g = w0; g < w1; g += 8) {                                               \
+        const int nw = w1 - g < 8 ? (int)(w1 - g) : 8, first = g == w0;                      \
+        const uint64_t *c = code + g * stride, *qq = q + g;                                 \
+        for (Py_ssize_t i = 0; i < n; i++) {                                                \
+            unsigned d = first ? 0 : out[i];                                                \
+            WORDS(i)                                                                        \
+            out[i] = (uint16_t)d;                                                           \
+        }                                                                                   \
+    }                                                                                       \
+    if (w1 <= w0)                                                                           \
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = 0;
 
 #define HAMMING_AT_BODY                                                                     \
-    for (Py_ssize_t j = 0; j < m; j++) {                                                    \
-        const int64_t i = idx[j];                                                           \
-        unsigned d = out[j];                                                                \
-        for (Py_ssize_t w = w0; w < w1; w++) d += __builtin_popcountll(code[w * stride + i] ^ q[w]); \
-        out[j] = (uint16_t)d;                                                               \
+    for (Py_ssize_t g = w0; g < w1; g += 8) {                                               \
+        const int nw = w1 - g < 8 ? (int)(w1 - g) : 8;                                      \
+        const uint64_t *c = code + g * stride, *qq = q + g;                                 \
+        for (Py_ssize_t j = 0; j < m; j++) {                                                \
+            unsigned d = out[j];                                                            \
+            WORDS(idx[j])                                                                   \
+            out[j] = (uint16_t)d;                                                           \
+        }                                                                                   \
     }
-
-enum { BLOCK = 4096 };  /* rows per block: the block's distances stay in the L1 cache */
 
 static void hamming_plain(const uint64_t *code, Py_ssize_t stride, Py_ssize_t w0, Py_ssize_t w1,
                           const uint64_t *q, Py_ssize_t n, uint16_t *out) { HAMMING_BODY }
