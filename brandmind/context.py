@@ -189,10 +189,13 @@ def build_context(store: "Store", query: str | bytes, *, recall: Recall | None =
     counter = counter or get_counter()
     user_name = store.user(user)
 
-    items: list[_Item] = _block_items(store, user_name, agent)
-    recall = recall or partial(query_mod.recall, store, explain=False, brief=True)  # what the block shows
     k = max(RECALL_K, min(MAX_RECALL_K, limit // TOKENS_PER_RECALLED))
-    memories = recall(query, k=k, user=user_name, agent=agent, now=now, as_of=as_of)
+    # recall's request checked and its query's embedding started first: the core blocks, the
+    # names and the recent turns are read while the query is embedded (in a thread)
+    finish = (query_mod.begin(store, query, k=k, user=user_name, agent=agent, now=now, as_of=as_of,
+                              explain=False, brief=True)  # what the block shows
+              if recall is None else partial(recall, query, k=k, user=user_name, agent=agent, now=now, as_of=as_of))
+    items: list[_Item] = _block_items(store, user_name, agent)
     # the question's names for speakers recorded under others ("Kate" for Emi): their turns say so
     names: dict[str, list[str]] = {}
     for word, speaker in store.searcher.aliases_in(validate.text(query, what="query"), user_name).items():
@@ -200,6 +203,7 @@ def build_context(store: "Store", query: str | bytes, *, recall: Recall | None =
     called = {speaker: "/".join(words) for speaker, words in names.items()}  # "Emi" -> "Kate"
     cutoff = min((t for t in (now_ms, as_of_ms) if t is not None), default=None)
     bead_items = _bead_items(beads_before(store, user_name, recent_n, cutoff, thread))
+    memories = finish()
     for it in bead_items:
         it.called = called.get(it.obj.get("speaker") or "", "")
     items += _memory_items(memories, bead_items, _top_memories(store), format, called)

@@ -19,7 +19,7 @@ import operator
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from . import clock, validate
 from .clock import now_millis, parse_time
@@ -73,6 +73,19 @@ def recall(store: "Store", query: str | bytes, *, k: int | None = None, user: st
     """The memories that best answer ``query``, best first (see the module docstring); each
     with the ``signals`` that put it there unless ``explain`` is False (``bm context``), and
     only the fields a context block shows when ``brief`` (``memories.briefs_by_rowid``)."""
+    return begin(store, query, k=k, user=user, agent=agent, types=types, since=since, until=until, now=now,
+                 as_of=as_of, explain=explain, brief=brief)()
+
+
+def begin(store: "Store", query: str | bytes, *, k: int | None = None, user: str | None = None,
+          agent: str | None = None, types: Iterable[str] = (), since: str | int | None = None,
+          until: str | int | None = None, now: str | int | None = None,
+          as_of: str | int | None = None, explain: bool = True,
+          brief: bool = False) -> Callable[[], list[dict]]:
+    """``recall`` in two steps: the request checked (its errors raised here) and the query's
+    embedding started; returns what finishes it (the search, the rows).  A caller with other
+    work does it in between, while the query is embedded (build_context: the core blocks and
+    the recent turns)."""
     query = validate.text(query, what="query")
     k = check_k(k)
     f = filters(store, user=user, agent=agent, types=types, since=since, until=until, now=now, as_of=as_of)
@@ -81,20 +94,23 @@ def recall(store: "Store", query: str | bytes, *, k: int | None = None, user: st
     qvec = _embedding().submit(query_vector, store, embedded_text(text, named, weights))
     base = Query(text, qvec, f, k or 10, weights,
                  tuple(find_windows(query, f.now)), f.now, explain, speakers=tuple(named))
-    hits = searcher(store).search(base) if f.agent is None else _scopes(store, base, k)
-    rows = (briefs_by_rowid if brief else rows_by_rowid)(store.sql, [h["rowid"] for h in hits])
-    out = []
-    for h in hits:
-        row = rows.get(h["rowid"])
-        if row is not None:
-            item = row if brief else memory_out(row)
-            item["score"] = round(h["score"], 6)
-            if explain:
-                item["signals"] = h["signals"]
-            out.append(item)
-    if weights.access:  # counted only while the signal is on: reads write nothing by default
-        store.searcher.note_access([item["id"] for item in out], clock.now_millis())
-    return out
+
+    def finish() -> list[dict]:
+        hits = searcher(store).search(base) if f.agent is None else _scopes(store, base, k)
+        rows = (briefs_by_rowid if brief else rows_by_rowid)(store.sql, [h["rowid"] for h in hits])
+        out = []
+        for h in hits:
+            row = rows.get(h["rowid"])
+            if row is not None:
+                item = row if brief else memory_out(row)
+                item["score"] = round(h["score"], 6)
+                if explain:
+                    item["signals"] = h["signals"]
+                out.append(item)
+        if weights.access:  # counted only while the signal is on: reads write nothing by default
+            store.searcher.note_access([item["id"] for item in out], clock.now_millis())
+        return out
+    return finish
 
 
 _EMBEDDING: tuple[int, ThreadPoolExecutor | None] = (0, None)
