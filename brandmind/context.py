@@ -105,8 +105,7 @@ import json
 import math
 import operator
 from dataclasses import dataclass, field
-from functools import partial
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from . import query as query_mod
 from . import validate
@@ -119,7 +118,6 @@ from .tokens import TokenCounter, get_counter
 if TYPE_CHECKING:  # pragma: no cover
     from .store import Store
 
-Recall = Callable[..., list]  # recall(query, k=, user=, agent=, now=, as_of=) -> memories, best first
 
 SECTIONS = ("core", "shared", "memories", "recent")
 HEADERS = {"core": "## Core memory", "shared": "## Shared experience (persona)",
@@ -175,13 +173,12 @@ def check_budget(budget: Any) -> int:
     return value
 
 
-def build_context(store: "Store", query: str | bytes, *, recall: Recall | None = None, budget: int = 2000,
+def build_context(store: "Store", query: str | bytes, *, budget: int = 2000,
                   user: str | None = None, agent: str | None = None, now: str | int | None = None,
                   as_of: str | int | None = None, format: str = "text", recent: int = 20,
                   margin: float = 0.0, thread: str | None = None,
                   counter: TokenCounter | None = None) -> dict:
-    """See ``Memory.context`` and the module docstring.  ``recall(query, k=, user=, agent=,
-    now=, as_of=)`` finds the memories (default: ``query.recall`` over the same store)."""
+    """See ``Memory.context`` and the module docstring."""
     budget, recent_n, margin_f = _check_args(budget, format, recent, margin)
     now_ms = parse_time(now, field="now")
     as_of_ms = parse_time(as_of, field="as_of")
@@ -192,9 +189,8 @@ def build_context(store: "Store", query: str | bytes, *, recall: Recall | None =
     k = max(RECALL_K, min(MAX_RECALL_K, limit // TOKENS_PER_RECALLED))
     # recall's request checked and its query's embedding started first: the core blocks, the
     # names and the recent turns are read while the query is embedded (in a thread)
-    finish = (query_mod.begin(store, query, k=k, user=user_name, agent=agent, now=now, as_of=as_of,
-                              explain=False, brief=True)  # what the block shows
-              if recall is None else partial(recall, query, k=k, user=user_name, agent=agent, now=now, as_of=as_of))
+    finish = query_mod.prepare(store, query, k=k, user=user_name, agent=agent, now=now, as_of=as_of,
+                               explain=False, brief=True)  # brief: what the block shows
     items: list[_Item] = _block_items(store, user_name, agent)
     # the question's names for speakers recorded under others ("Kate" for Emi): their turns say so
     names: dict[str, list[str]] = {}

@@ -73,11 +73,11 @@ def recall(store: "Store", query: str | bytes, *, k: int | None = None, user: st
     """The memories that best answer ``query``, best first (see the module docstring); each
     with the ``signals`` that put it there unless ``explain`` is False (``bm context``), and
     only the fields a context block shows when ``brief`` (``memories.briefs_by_rowid``)."""
-    return begin(store, query, k=k, user=user, agent=agent, types=types, since=since, until=until, now=now,
+    return prepare(store, query, k=k, user=user, agent=agent, types=types, since=since, until=until, now=now,
                  as_of=as_of, explain=explain, brief=brief)()
 
 
-def begin(store: "Store", query: str | bytes, *, k: int | None = None, user: str | None = None,
+def prepare(store: "Store", query: str | bytes, *, k: int | None = None, user: str | None = None,
           agent: str | None = None, types: Iterable[str] = (), since: str | int | None = None,
           until: str | int | None = None, now: str | int | None = None,
           as_of: str | int | None = None, explain: bool = True,
