@@ -16,8 +16,7 @@ The query is embedded in a thread of its own while the Searcher finds the keywor
 from __future__ import annotations
 
 import operator
-import os
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
@@ -91,7 +90,7 @@ def prepare(store: "Store", query: str | bytes, *, k: int | None = None, user: s
     f = filters(store, user=user, agent=agent, types=types, since=since, until=until, now=now, as_of=as_of)
     weights = Weights.from_config(store.config)
     text, named = store.searcher.speakers_named(query, f.user) if weights.speaker else (query, [])
-    qvec = _embedding().submit(query_vector, store, embedded_text(text, named, weights))
+    qvec = Later(query_vector, store, embedded_text(text, named, weights))
     base = Query(text, qvec, f, k or 10, weights,
                  tuple(find_windows(query, f.now)), f.now, explain, speakers=tuple(named))
 
@@ -113,18 +112,29 @@ def prepare(store: "Store", query: str | bytes, *, k: int | None = None, user: s
     return finish
 
 
-_EMBEDDING: tuple[int, ThreadPoolExecutor | None] = (0, None)
+class Later:
+    """``fn(*args)`` run in a thread of its own (the query's embedding: onnxruntime lets go of
+    the GIL); ``result()`` waits for it and raises its error.  A thread per query (~0.1 ms):
+    nothing outlives the call, nothing to remake after a fork, and no concurrent.futures (it
+    imports logging: ~15 ms of a cold `bm recall`)."""
 
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._out: Any = None
+        self._err: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn, args), name="bm-embed-query", daemon=True)
+        self._thread.start()
 
-def _embedding() -> ThreadPoolExecutor:
-    """The thread that embeds queries (one per process: made anew in a forked child, where
-    the parent's thread does not exist)."""
-    global _EMBEDDING
-    pid, pool = _EMBEDDING
-    if pool is None or pid != os.getpid():
-        pool = ThreadPoolExecutor(1, thread_name_prefix="bm-embed-query")
-        _EMBEDDING = (os.getpid(), pool)
-    return pool
+    def _run(self, fn: Callable[..., Any], args: tuple) -> None:
+        try:
+            self._out = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
+            self._err = exc
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._err is not None:
+            raise self._err
+        return self._out
 
 
 def query_vector(store: "Store", text: str) -> "np.ndarray":

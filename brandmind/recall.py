@@ -41,7 +41,6 @@ bonus from a flag of each text, both columns of the index: no text is read befor
 from __future__ import annotations
 
 import math
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,8 +70,8 @@ EXTRA_CANDIDATES = 20  # newest / most important memories added when those signa
 @dataclass
 class Query:
     text: str
-    vector: Any                # the query's vector, or a Future of it (query.recall embeds it
-                               # in a thread while the keyword candidates are found): ``vector_of``
+    vector: Any                # the query's vector, or what gives it: ``result()`` (query.recall
+                               # embeds it in a thread while the keyword candidates are found)
     filters: Filters
     k: int
     weights: Weights = field(default_factory=Weights)
@@ -84,7 +83,7 @@ class Query:
 
 def vector_of(q: Query) -> np.ndarray:
     """The query's vector, waited for if it is still being embedded (its errors raised here)."""
-    if isinstance(q.vector, Future):
+    if hasattr(q.vector, "result"):
         q.vector = q.vector.result()
     return q.vector
 
