@@ -73,14 +73,14 @@ def recall(store: "Store", query: str | bytes, *, k: int | None = None, user: st
     with the ``signals`` that put it there unless ``explain`` is False (``bm context``), and
     only the fields a context block shows when ``brief`` (``memories.briefs_by_rowid``)."""
     return prepare(store, query, k=k, user=user, agent=agent, types=types, since=since, until=until, now=now,
-                 as_of=as_of, explain=explain, brief=brief)()
+                   as_of=as_of, explain=explain, brief=brief)()
 
 
 def prepare(store: "Store", query: str | bytes, *, k: int | None = None, user: str | None = None,
-          agent: str | None = None, types: Iterable[str] = (), since: str | int | None = None,
-          until: str | int | None = None, now: str | int | None = None,
-          as_of: str | int | None = None, explain: bool = True,
-          brief: bool = False) -> Callable[[], list[dict]]:
+            agent: str | None = None, types: Iterable[str] = (), since: str | int | None = None,
+            until: str | int | None = None, now: str | int | None = None,
+            as_of: str | int | None = None, explain: bool = True,
+            brief: bool = False) -> Callable[[], list[dict]]:
     """``recall`` in two steps: the request checked (its errors raised here) and the query's
     embedding started; returns what finishes it (the search, the rows).  A caller with other
     work does it in between, while the query is embedded (build_context: the core blocks and

@@ -63,8 +63,8 @@ POOL = 200             # candidates taken from each of the vector and keyword si
 POOL_PER_K = 4         # or this many per memory asked for, when that is more
 GRAPH_SEEDS = 10       # the best candidates whose graph neighbourhood is explored
 GRAPH_HOPS = 2
-NEIGHBOUR_SEEDS = 50   # the best candidates whose neighbouring turns join the pool (100: the same
-                       # rankings but for 0.1 point of LoCoMo R@10 less, 0.3 ms slower, 2026-11-29)
+NEIGHBOUR_SEEDS = 50   # the best candidates whose neighbouring turns join the pool (100: LoCoMo
+                       # R@10 0.1 lower, REALTALK the same, ~0.3 ms slower; 30: 0.8 lower; 2026-11-29)
 EXTRA_CANDIDATES = 20  # newest / most important memories added when those signals count
 
 
