@@ -135,7 +135,7 @@ class Searcher:
         extra = outside(extra, np.concatenate([vpos, kpos]))
         rest = np.concatenate([kpos[~old], extra]).astype(np.int64)
         pos = np.concatenate([vpos, rest]).astype(np.int64)
-        nv, nk, total = len(vpos), int((~old).sum()), len(vpos) + len(rest)
+        nv, nk, total = len(vpos), int((~old).sum()), len(pos)
         bm25, vec_rank, kw_rank = np.full(total, np.nan), np.zeros(total, np.int64), np.zeros(total, np.int64)
         krank = np.arange(1, len(kpos) + 1)
         vec_rank[:nv] = np.arange(1, nv + 1)

@@ -2,9 +2,10 @@
 recall index's (storage/indexfile.py ``signs``: column-major uint64 words, ``code[w, row]``),
 and the selection of the nearest codes.
 
-In C (brandmind/storage/popcount.c, built by ``pip install`` where a compiler is found: one pass over
-memory per word and a histogram for the selection, ~3x less time at 100,000 rows), else in
-numpy; the two give the same results (tests/test_scan.py).  ``FAST`` says which is in use.
+In C (brandmind/storage/popcount.c, built by ``pip install`` where a compiler is found: one
+pass over memory per group of words and a histogram for the selection, ~3x less time at
+100,000 rows), else in numpy; the two give the same results (tests/test_scan.py).  ``FAST``
+says which is in use.
 """
 from __future__ import annotations
 
