@@ -1,7 +1,7 @@
-"""The `bm` app and its single error boundary.
+"""The `bm` typer app: every command and group, the command tree built for one command.
 
-Exit codes: 0 ok, 1 error (``Error: …`` and a hint on stderr, no traceback),
-2 usage, 130 on Ctrl-C.  Commands raise; only :func:`main` catches.
+Errors and exit codes: cli/boundary.py (the one error boundary).  `bm recall` and `bm context`
+in their common forms are parsed without typer (cli/quick.py); everything else comes here.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from . import importing as importing_cmd
 from . import personas as personas_cmd
 from . import skills as skills_cmd
 from . import sync as sync_cmd
-from .client import settle_model_threads
+from . import boundary
 
 HELP = """bm: local-first memory for AI agents. Beads, memories, a knowledge graph; JSON in and
 out of pipes (a table on a terminal, JSON when piped or with --json).  The first write
@@ -114,91 +114,41 @@ app.command()(worker_cmd.worker)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `bm` and `brandmind`: runs a command, turns errors into one line."""
-    from brandmind.errors import BMError
-
-    click = _click()
-
-    command = build_command(sys.argv[1:] if argv is None else argv)
-    code = 0
-    try:
-        result = command.main(args=argv, prog_name="bm", standalone_mode=False)
-        code = result if isinstance(result, int) else 0
-        if code == 130:  # typer turns Ctrl-C into Exit(130), returned in non-standalone mode
-            sys.stderr.write("\nInterrupted.\n")
-    except BMError as exc:
-        _error(exc.message, exc.hint)
-        code = exc.exit_code
-    except typer.Abort:
-        sys.stderr.write("\nAborted.\n")
-        code = 130
-    except click.NoArgsIsHelpError as exc:
-        sys.stdout.write(exc.ctx.get_help() + "\n")
-        code = 2
-    except click.UsageError as exc:
-        cmd = exc.ctx.command_path if exc.ctx else "bm"
-        _error(exc.format_message(), f"see `{cmd} --help`")
-        code = 2
-    except click.ClickException as exc:
-        _error(exc.format_message(), None)
-        code = exc.exit_code
-    except typer.Exit as exc:
-        code = exc.exit_code
-        if code == 130:  # typer turns Ctrl-C into Exit(130)
-            sys.stderr.write("\nInterrupted.\n")
-    except KeyboardInterrupt:
-        sys.stderr.write("\nInterrupted.\n")
-        code = 130
-    except ImportError as exc:  # a package bm or one of its optional backends needs is missing
-        _error(*_missing_package(exc))
-        code = 1
-    except BrokenPipeError:
-        # the reader went away (e.g. `bm recall ... | head -1`): not an error
-        _silence_stdout()
-        code = 0
-    except OSError as exc:  # the system refused (no space, no permission, a bad path): one line
-        where = f": {exc.filename}" if exc.filename and len(str(exc.filename)) <= 200 else ""
-        _error(f"{exc.strerror or exc}{where}", "check the path, its permissions and the free disk space")
-        code = 1
-    settle_model_threads()  # the model's session or tokenizer still being made: no thread outlives bm
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _silence_stdout()
+    """Entry point of `bm` and `brandmind` (via cli/client.py): runs a command through the
+    error boundary (cli/boundary.py); with no ``argv`` (a process's own), ends the process."""
+    code = boundary.run(lambda: _invoke(argv))
     if argv is None:
-        _exit_now(code)
+        boundary.exit_now(code)
     return code
 
 
-def _exit_now(code: int) -> None:
-    """End the process without the interpreter's teardown: freeing the model session, numpy and
-    every module's objects one by one takes ~0.1 s, a sixth of a cold `bm recall`.  Nothing
-    is lost by skipping it: the command has returned, so its store is closed (every command
-    opens it with ``with``), its writes are committed (SQLite and LMDB commit at the end of
-    each transaction, and an uncommitted one is discarded, as after a kill: tests/test_faults.py),
-    bm starts no thread that outlives a command, and the two streams and logging's handlers are
-    flushed here.  The exit code is the command's.  Under a tracer or a profiler (coverage,
-    cProfile), which write their reports at exit, the interpreter ends as usual."""
-    if sys.gettrace() is not None or sys.getprofile() is not None:
-        sys.exit(code)
-    if "logging" in sys.modules:
-        sys.modules["logging"].shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed or vanished reader: nothing left to say
-            pass
-    os._exit(code)
+def _invoke(argv: list[str] | None) -> int:
+    """Run the command ``argv`` names; click's own errors become bm's (a usage error exits 2)."""
+    from brandmind.errors import BMError, UsageError
 
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null (its reader is gone), where it has a file descriptor."""
+    click = _click()
+    command = build_command(sys.argv[1:] if argv is None else argv)
     try:
-        fd = sys.stdout.fileno()
-    except (OSError, ValueError, AttributeError):  # a daemon request's stream (cli/serve.py)
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fd)
+        result = command.main(args=argv, prog_name="bm", standalone_mode=False)
+        code = result if isinstance(result, int) else 0
+    except typer.Abort:
+        sys.stderr.write("\nAborted.\n")
+        return 130
+    except click.NoArgsIsHelpError as exc:
+        sys.stdout.write(exc.ctx.get_help() + "\n")
+        return 2
+    except click.UsageError as exc:
+        cmd = exc.ctx.command_path if exc.ctx else "bm"
+        raise UsageError(exc.format_message(), hint=f"see `{cmd} --help`") from None
+    except click.ClickException as exc:
+        error = BMError(exc.format_message())
+        error.exit_code = exc.exit_code
+        raise error from None
+    except typer.Exit as exc:
+        code = exc.exit_code
+    if code == 130:  # typer turns Ctrl-C into Exit(130) (returned in non-standalone mode)
+        sys.stderr.write("\nInterrupted.\n")
+    return code
 
 
 _COMMAND = None
@@ -379,38 +329,6 @@ def _click():  # typer >= 0.26 vendors click as typer._click
     if not hasattr(exceptions, "NoArgsIsHelpError"):  # pragma: no cover
         exceptions.NoArgsIsHelpError = type("NoArgsIsHelpError", (Exception,), {})
     return exceptions
-
-
-# packages (and bm's own modules, by file name) whose failing import means this extra is incomplete
-_EXTRAS = {"graphiti_core": "graphiti", "falkordb": "graphiti", "graphiti": "graphiti",
-           "zep_cloud": "zep", "zep": "zep", "ollama": "ollama",
-           "mcp": "mcp", "mcp_types": "mcp", "mcpserver": "mcp"}
-_EXTRAS.update({"redis": "redis", "broker_redis": "redis"})  # bm publish / bm worker with redis://
-
-
-def _missing_package(exc: ImportError) -> tuple[str, str]:
-    """The message and hint for an ImportError: which package is missing, and the install
-    command of the extra whose code needed it (found from where the import failed)."""
-    import traceback
-
-    name = exc.name or ""
-    extra = _EXTRAS.get(name.partition(".")[0])
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        if extra:
-            break
-        parts = frame.filename.replace("\\", "/").removesuffix(".py").split("/")
-        extra = next((_EXTRAS[p] for p in reversed(parts) if p in _EXTRAS), None)
-    missing = f"a Python package is missing: {name}" if name else f"an import failed: {exc}"
-    if extra:
-        return missing, f"pip install 'brandmind[{extra}]'"
-    return missing, "reinstall bm with its dependencies (pip install brandmind, or pip install -e . in a checkout)"
-
-
-def _error(message: str, hint: str | None) -> None:
-    line = f"Error: {message}"
-    if hint:
-        line += f" (hint: {hint})"
-    sys.stderr.write(line + "\n")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -378,7 +378,12 @@ def main() -> None:
         code = forward(argv)
         if code is None:  # run here: start on the model, load the command line (Ctrl-C: below)
             _preload(argv)
-            from .app import main as run_here
+            from . import quick
+            from .boundary import exit_now
+
+            parsed = quick.parse(argv)  # `bm recall` / `bm context` as scripts write them: no typer
+            if parsed is None:
+                from .app import main as run_here
     except _Started as exc:
         sys.stderr.write(f"Error: the bm daemon stopped while running this command ({exc}) "
                          "(hint: check `bm daemon status` and its log; the store is intact, "
@@ -391,6 +396,8 @@ def main() -> None:
     except BrokenPipeError:
         sys.exit(0)
     if code is None:
+        if parsed is not None:
+            exit_now(quick.run(parsed))
         run_here()
         return
     try:

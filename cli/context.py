@@ -1,13 +1,12 @@
 """context: the block an agent puts in its prompt; consolidate: merge near-duplicate memories."""
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Optional
 
 import typer
 
-from .common import AgentOpt, JsonOpt, UserOpt, date_option, open_store, read_text_arg
-from .output import emit, emit_json, info
+from .common import AgentOpt, JsonOpt, UserOpt, date_option, open_store
+from .output import emit
 
 
 def context(
@@ -33,26 +32,10 @@ def context(
       bm context "what should I pack for Kyoto?" --budget 1500 --user ann > context.txt
       bm context "plan dinner" -b 800 -u ann -a coach --json | jq .dropped
     """
-    with open_store(if_missing="empty") as mem:
-        mem.refresh_workspace(user)  # notes edited on disk (reads never refresh: brandmind/workspace.py)
-        result = mem.context(read_text_arg(query), budget=budget, user=user, agent=agent, now=now,
-                             as_of=as_of, format=fmt, recent=recent, margin=margin, thread=thread)
-        from .memories import print_lag_note  # the backlog's lag (brandmind/vectorlag.py)
+    from .quick import run_context  # the body `bm context` runs without typer too
 
-        print_lag_note(mem, user)
-    if as_json:
-        emit_json(result)
-        return
-    if result["text"]:
-        sys.stdout.write(result["text"] + "\n")
-    dropped = [k for s, keys in result["dropped"].items() if s != "duplicates" for k in keys]
-    if result["truncated"]:
-        info(f"note: {result['truncated'][0]} was cut to fit --budget {budget} (marked …); a larger budget shows it whole")
-    elif not result["text"] and dropped:
-        info(f"note: nothing fits in --budget {budget} tokens ({len(dropped)} candidate(s) left out); raise --budget")
-    if sys.stderr.isatty():
-        dropped = sum(len(v) for k, v in result["dropped"].items() if k != "duplicates")
-        info(f"{result['tokens']} of {result['budget']} tokens ({result['tokenizer']}); {dropped} candidate(s) left out")
+    run_context(query, budget=budget, user=user, agent=agent, now=now, as_of=as_of, recent=recent, margin=margin,
+                thread=thread, fmt=fmt, as_json=as_json)
 
 
 def consolidate(

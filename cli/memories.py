@@ -9,7 +9,7 @@ import typer
 
 from .common import (AgentOpt, JsonlOpt, JsonOpt, TsOpt, TypeOpt, UserOpt, by, confirm, date_option, name_check,
                      note_unknown_user, open_input, open_store, option, read_text_arg, store_for_writing)
-from .output import emit, explain_table, info, kv_table, memories_table, wants_json
+from .output import emit, info, kv_table, memories_table, wants_json
 
 
 TtlOpt = Annotated[Optional[str], option("--ttl", help="Forget it this long from now (2s, 90m, 12h, 30d, 2w): recall and context stop showing it then.",
@@ -133,33 +133,10 @@ def recall(
         return
     if query is None:
         raise UsageError("missing QUERY", hint='bm recall "what does Ann like?" (or --batch FILE)')
-    text = read_text_arg(query)
-    with open_store(if_missing="empty") as mem:
-        mem.refresh_workspace(user)  # notes edited on disk (reads never refresh: brandmind/workspace.py)
-        from brandmind.sync.assist import recall_with_remote
+    from .quick import run_recall  # the body `bm recall` runs without typer too
 
-        results, reports = recall_with_remote(mem, text, k=k, user=user, agent=agent, types=type or (),
-                                              since=since, until=until, now=now, as_of=as_of, remote=remote)
-        for rep in reports:
-            if rep["status"] != "ok":
-                info(f"note: remote {rep['remote']} {rep['status']} ({rep.get('message')}): "
-                     "these are local results only")
-        if min_score is not None:
-            results = [r for r in results if r["score"] >= min_score]
-        if not results:
-            note_unknown_user(mem, user)
-        print_lag_note(mem, user)
-    table = explain_table if explain else (lambda r: memories_table(r, scores=True))
-    emit(results, as_json=as_json, jsonl=jsonl, table=table)
-
-
-def print_lag_note(mem: object, user: str | None) -> None:
-    """On stderr: how many of the user's memories wait for their vector (the daemon's backlog)."""
-    from brandmind.vectorlag import lag_note  # not brandmind.backlog: its extractor is heavy
-
-    note = lag_note(mem.store, user)  # type: ignore[attr-defined]
-    if note:
-        info(note)
+    run_recall(query, k=k, user=user, agent=agent, types=tuple(type or ()), since=since, until=until, now=now,
+               as_of=as_of, min_score=min_score, remote=remote, explain=explain, as_json=as_json, jsonl=jsonl)
 
 
 def _finite(value: float) -> float:

@@ -222,6 +222,7 @@ def run_bm(*args: object, input: str | bytes | None = None, env: dict | None = N
 @pytest.fixture
 def bm(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
     """Run `bm ARGS` in this process: ``bm("recall", "x", input=b"...")`` -> Result."""
+    from brandmind.cli import quick
     from brandmind.cli.app import main
     from brandmind.cli.client import forward
 
@@ -234,8 +235,10 @@ def bm(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
         capsys.readouterr()
         ensure_daemon()
         code = forward([str(a) for a in args]) if VIA_DAEMON else None
-        if code is None:
-            code = main([str(a) for a in args])
+        if code is None:  # as `bm` runs it here (cli/client.py main): quick's forms without typer
+            argv = [str(a) for a in args]
+            parsed = quick.parse(argv)
+            code = quick.run(parsed) if parsed is not None else main(argv)
         out, err = capsys.readouterr()
         return Result(code, out, err)
 

@@ -49,7 +49,7 @@ def test_version_in_process_and_subprocess(bm):
 
 
 def test_a_process_ends_without_teardown_and_loses_nothing():
-    """`bm` ends with ``os._exit`` once a command returns (cli/app.py ``_exit_now``: no
+    """`bm` ends with ``os._exit`` once a command returns (cli/boundary.py ``exit_now``: no
     interpreter teardown): what it wrote to a pipe arrives whole, notes on stderr too, its
     exit code is the command's, and what it stored is there for the next process."""
     texts = [f"note {i}: the {i}th shelf holds {'jars ' * 40}" for i in range(60)]

@@ -87,7 +87,7 @@ def test_a_missing_package_under_an_extra_is_one_error_line_naming_the_extra(sto
 
 
 def test_a_missing_package_outside_any_extra_names_the_reinstall():
-    from brandmind.cli.app import _missing_package
+    from brandmind.cli.boundary import missing_package as _missing_package
 
     import importlib
 

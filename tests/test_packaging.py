@@ -105,8 +105,8 @@ def report():
     sys.stderr.write("HEAVY-LOADED:" + ",".join(loaded) + "\\n")
     sys.stderr.write("BRANDMIND-LOADED:" + ",".join(sorted(m for m in sys.modules if m.startswith("brandmind"))) + "\\n")
 sys.argv = ["bm", *{argv!r}]
-from brandmind.cli import app
-app._exit_now = lambda code: (report(), sys.exit(code))  # bm ends with os._exit: no atexit
+from brandmind.cli import app, boundary
+boundary.exit_now = lambda code: (report(), sys.exit(code))  # bm ends with os._exit: no atexit
 app.main()
 """
 

@@ -1,0 +1,149 @@
+"""`bm recall` and `bm context` as an agent loop calls them every turn, parsed without typer.
+
+A cold `bm recall` starts the model's session first (cli/client.py ``_preload``); while it is
+made, this process imports the store and opens it, and only then asks for the query's vector.
+typer, click and the command modules were ~0.1 s of that wait (measured on a 10,000-memory
+store: 0.48 s through typer, 0.38 s without).  So these two commands, in the forms a script
+writes (:data:`SPECS`), are read here and run the same bodies the typer commands run
+(:func:`run_recall`, :func:`run_context`), through the same error boundary.
+
+Anything else on the line (another option, ``--opt=value`` for an option not listed,
+``--help``, an option given twice, a value starting with ``-``, a value the typer command
+would refuse) is left to the typer app (:func:`parse` returns None), which answers it as
+it always did: the help, and the usage errors with their exit code 2, stay typer's.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Optional
+
+from . import boundary
+from .output import emit, emit_json, explain_table, info, memories_table
+from .stores import note_unknown_user, open_store, read_text_arg
+
+# command -> (options taking a value -> keyword, flags -> keyword); the typer commands'
+# names for them (cli/memories.py recall, cli/context.py context)
+SPECS = {
+    "recall": ({"-k": "k", "-u": "user", "--user": "user", "-a": "agent", "--agent": "agent"},
+               {"--json": "as_json", "--jsonl": "jsonl", "--explain": "explain", "--remote": "remote"}),
+    "context": ({"-b": "budget", "--budget": "budget", "-u": "user", "--user": "user", "-a": "agent",
+                 "--agent": "agent", "--recent": "recent", "--thread": "thread", "-f": "fmt", "--format": "fmt"},
+                {"--json": "as_json"}),
+}
+INTS = ("k", "budget", "recent")  # typer converts these with int(), as here
+NAMES = ("user", "agent")         # checked as the typer options check them (brandmind.validate.name)
+
+
+def parse(argv: list[str]) -> tuple[str, str | None, str, dict] | None:
+    """(command, --home, QUERY, keyword arguments) of a command line this module runs; None
+    for any other."""
+    home, i = None, 0
+    while i < len(argv) and argv[i] != "--home=" and argv[i].startswith("--home"):
+        if argv[i] == "--home" and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            home, i = argv[i + 1], i + 2
+        elif argv[i].startswith("--home="):
+            home, i = argv[i].split("=", 1)[1], i + 1
+        else:
+            return None
+    if i >= len(argv) or argv[i] not in SPECS or os.environ.get("_BM_COMPLETE"):
+        return None
+    command = argv[i]
+    options, flags = SPECS[command]
+    query, kwargs, rest = None, {}, list(argv[i + 1:])
+    while rest:
+        arg = rest.pop(0)
+        if arg.startswith("--") and "=" in arg and arg.split("=", 1)[0] in options:
+            arg, value = arg.split("=", 1)
+            rest.insert(0, value)
+        if arg in flags and flags[arg] not in kwargs:
+            kwargs[flags[arg]] = True
+        elif arg in options and options[arg] not in kwargs and rest and not rest[0].startswith("-"):
+            kwargs[options[arg]] = rest.pop(0)
+        elif query is None and (arg == "-" or not arg.startswith("-")):
+            query = arg
+        else:
+            return None
+    if query is None:
+        return None
+    from brandmind.errors import InvalidInput
+    from brandmind.validate import name
+
+    try:
+        for key in INTS:
+            if key in kwargs:
+                kwargs[key] = int(kwargs[key])
+        for key in NAMES:
+            if key in kwargs:
+                name(kwargs[key], what=key)
+    except (ValueError, InvalidInput):
+        return None
+    return command, home, query, kwargs
+
+
+def run(parsed: tuple[str, str | None, str, dict]) -> int:
+    """Run the command line :func:`parse` read; its exit code."""
+    command, home, query, kwargs = parsed
+    if home:  # as the app's --home (cli/app.py root)
+        os.environ["BM_HOME"] = home
+    body = run_recall if command == "recall" else run_context
+    return boundary.run(lambda: body(query, **kwargs) or 0)
+
+
+# -- the bodies: the typer commands call these too --------------------------------------------
+def run_recall(query: str, *, k: Optional[int] = None, user: Optional[str] = None, agent: Optional[str] = None,
+               types: tuple = (), since: Optional[str] = None, until: Optional[str] = None,
+               now: Optional[str] = None, as_of: Optional[str] = None, min_score: Optional[float] = None,
+               remote: bool = False, explain: bool = False, as_json: bool = False, jsonl: bool = False) -> None:
+    """`bm recall QUERY`: the memories that best answer it, printed."""
+    text = read_text_arg(query)
+    with open_store(if_missing="empty") as mem:
+        mem.refresh_workspace(user)  # notes edited on disk (reads never refresh: brandmind/workspace.py)
+        from brandmind.sync.assist import recall_with_remote
+
+        results, reports = recall_with_remote(mem, text, k=k, user=user, agent=agent, types=types,
+                                              since=since, until=until, now=now, as_of=as_of, remote=remote)
+        for rep in reports:
+            if rep["status"] != "ok":
+                info(f"note: remote {rep['remote']} {rep['status']} ({rep.get('message')}): "
+                     "these are local results only")
+        if min_score is not None:
+            results = [r for r in results if r["score"] >= min_score]
+        if not results:
+            note_unknown_user(mem, user)
+        print_lag_note(mem, user)
+    table = explain_table if explain else (lambda r: memories_table(r, scores=True))
+    emit(results, as_json=as_json, jsonl=jsonl, table=table)
+
+
+def run_context(query: str, *, budget: int = 2000, user: Optional[str] = None, agent: Optional[str] = None,
+                now: Optional[str] = None, as_of: Optional[str] = None, recent: int = 20, margin: float = 0.0,
+                thread: Optional[str] = None, fmt: str = "text", as_json: bool = False) -> None:
+    """`bm context QUERY`: the block for the agent's prompt, printed (or JSON with --json)."""
+    with open_store(if_missing="empty") as mem:
+        mem.refresh_workspace(user)  # notes edited on disk (reads never refresh: brandmind/workspace.py)
+        result = mem.context(read_text_arg(query), budget=budget, user=user, agent=agent, now=now,
+                             as_of=as_of, format=fmt, recent=recent, margin=margin, thread=thread)
+        print_lag_note(mem, user)
+    if as_json:
+        emit_json(result)
+        return
+    if result["text"]:
+        sys.stdout.write(result["text"] + "\n")
+    dropped = [k for s, keys in result["dropped"].items() if s != "duplicates" for k in keys]
+    if result["truncated"]:
+        info(f"note: {result['truncated'][0]} was cut to fit --budget {budget} (marked …); a larger budget shows it whole")
+    elif not result["text"] and dropped:
+        info(f"note: nothing fits in --budget {budget} tokens ({len(dropped)} candidate(s) left out); raise --budget")
+    if sys.stderr.isatty():
+        dropped = sum(len(v) for k, v in result["dropped"].items() if k != "duplicates")
+        info(f"{result['tokens']} of {result['budget']} tokens ({result['tokenizer']}); {dropped} candidate(s) left out")
+
+
+def print_lag_note(mem: Any, user: str | None) -> None:
+    """On stderr: how many of the user's memories wait for their vector (the daemon's backlog)."""
+    from brandmind.vectorlag import lag_note  # not brandmind.backlog: its extractor is heavy
+
+    note = lag_note(mem.store, user)
+    if note:
+        info(note)
