@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Iterable, Mapping
 
+from .lazyre import lazy
 from .piiterms import MEMORY_LIMIT, Terms, private_terms_from
 
 __all__ = ["KINDS", "Hit", "Terms", "RULES", "MEMORY_LIMIT", "scan", "redact", "describe", "find_private",
@@ -81,9 +82,9 @@ def _hit(m: re.Match, kind: str, group: int = 0) -> Hit:
 # -- e-mail -------------------------------------------------------------------------------------
 # quantifiers are bounded (an e-mail's local part is at most 64 characters) so that a long run
 # of word characters cannot make a pattern quadratic
-_EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}"
+_EMAIL = lazy(r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}"
                     r"\.[A-Za-z]{2,24}\b")
-_EMAIL_SPELLED = re.compile(
+_EMAIL_SPELLED = lazy(
     r"\b[A-Za-z0-9][\w.+-]{0,63}\s*(?:\[at\]|\(at\)|\{at\}|\s+at\s+)\s*[A-Za-z0-9-]{1,63}"
     r"(?:\s*(?:\[dot\]|\(dot\)|\{dot\}|\s+dot\s+)\s*[A-Za-z0-9-]{1,63}){0,4}"
     r"\s*(?:\[dot\]|\(dot\)|\{dot\}|\s+dot\s+)\s*(?:com|org|net|io|co|edu|gov|de|fr|uk|nl|es|it|info|biz)\b",
@@ -99,16 +100,16 @@ def find_emails(text: str) -> list[Hit]:
 
 # -- phone numbers ------------------------------------------------------------------------------
 _SEP = r"[ \t.\-\u00a0]"
-_INTL = re.compile(rf"(?<![\w+])(?:\+|\b00)[1-9]\d{{0,2}}(?:{_SEP}?\(?\d{{1,5}}\)?){{2,6}}(?![\w%])")
-_NANP = re.compile(rf"(?<![\w+$€£.\-])(?:1{_SEP}?)?(?:\(\d{{3}}\){_SEP}?|\d{{3}}{_SEP})\d{{3}}{_SEP}\d{{4}}(?![\w%]|[.\-]\d)")
-_TRUNK = re.compile(rf"(?<![\w+$€£.,\-])\(?0\d{{1,4}}\)?(?:{_SEP}?\d{{2,8}}){{1,4}}(?![\w%]|[.,\-]\d)")
-_PHONE_LABEL = re.compile(
+_INTL = lazy(rf"(?<![\w+])(?:\+|\b00)[1-9]\d{{0,2}}(?:{_SEP}?\(?\d{{1,5}}\)?){{2,6}}(?![\w%])")
+_NANP = lazy(rf"(?<![\w+$€£.\-])(?:1{_SEP}?)?(?:\(\d{{3}}\){_SEP}?|\d{{3}}{_SEP})\d{{3}}{_SEP}\d{{4}}(?![\w%]|[.\-]\d)")
+_TRUNK = lazy(rf"(?<![\w+$€£.,\-])\(?0\d{{1,4}}\)?(?:{_SEP}?\d{{2,8}}){{1,4}}(?![\w%]|[.,\-]\d)")
+_PHONE_LABEL = lazy(
     r"\b(?:phone|tel|telephone|mobile|cell|cellphone|fax|whatsapp|sms|landline|hotline|"
     r"call(?:ed)?|ring|text(?:ed)?|reach(?:ed|able)?(?:\s+\w+){0,3}\s+(?:at|on)|ph|mob|"
     r"(?:my|his|her|their|your)\s+(?:work\s+|home\s+|private\s+|direct\s+)?number)"
     r"\b\.?(?:\s+(?:number|no\.?|nr\.?|#))?(?:\s+(?:is|was|at|on))?\s*[:#=]?\s*"
     r"((?:\+|00)?\(?\d[\d \t.\-()\u00a0]{4,20}\d)(?![\w%])", re.IGNORECASE)
-_DATEISH = re.compile(r"^\(?\d{1,4}\)?[./\-]\d{1,2}[./\-]\d{1,4}$")
+_DATEISH = lazy(r"^\(?\d{1,4}\)?[./\-]\d{1,2}[./\-]\d{1,4}$")
 
 
 def _digits(s: str) -> int:
@@ -138,7 +139,7 @@ def find_phones(text: str) -> list[Hit]:
     return hits
 
 
-_PHONEY = re.compile(r"\b(?:phone|tel|mobile|cell|call|number|fax|whatsapp|text)\b", re.IGNORECASE)
+_PHONEY = lazy(r"\b(?:phone|tel|mobile|cell|call|number|fax|whatsapp|text)\b", re.IGNORECASE)
 
 
 def _near(text: str, pos: int, pattern: re.Pattern, window: int) -> bool:
@@ -149,16 +150,16 @@ def _near(text: str, pos: int, pattern: re.Pattern, window: int) -> bool:
 _STREET_TYPES = (r"Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Court|Ct|Place|Pl|"
                  r"Way|Terrace|Ter|Parkway|Pkwy|Highway|Hwy|Square|Sq|Circle|Cir|Trail|Trl|Crescent|"
                  r"Cres|Close|Row|Alley|Plaza|Pike|Gardens|Grove|Mews|Walk|Hill|Broadway")
-_US_ADDRESS = re.compile(
+_US_ADDRESS = lazy(
     rf"\b\d{{1,6}}[A-Za-z]?(?:-\d{{1,5}})?,?\s+(?:(?:[NSEW]|N[EW]|S[EW])\.?\s+)?"
     rf"(?:(?:[A-Z][\w'.\-]*|\d{{1,3}}(?:st|nd|rd|th))\s+){{0,4}}"
     rf"(?:{_STREET_TYPES})\b\.?(?![\-\w])"
     rf"(?:\s+(?:[NSEW]|N[EW]|S[EW])\b\.?)?"
     rf"(?:,?\s*(?:Apt|Apartment|Suite|Ste|Unit|Floor|Fl|Flat|Room|Rm|#)\.?\s*#?[\w\-]+)?")
-_BROADWAY = re.compile(r"\b\d{1,6}\s+Broadway\b")
-_PO_BOX = re.compile(r"\b(?:P\.?\s?O\.?\s*Box|Post\s+Office\s+Box|Postfach|Apartado(?:\s+de\s+Correos)?|"
+_BROADWAY = lazy(r"\b\d{1,6}\s+Broadway\b")
+_PO_BOX = lazy(r"\b(?:P\.?\s?O\.?\s*Box|Post\s+Office\s+Box|Postfach|Apartado(?:\s+de\s+Correos)?|"
                      r"Bo[iî]te\s+Postale|BP)\s*#?\s*\d{1,7}\b", re.IGNORECASE)
-_SUFFIX_STREET = re.compile(
+_SUFFIX_STREET = lazy(
     r"\b[A-ZÄÖÜÅØÆ][\wäöüßåøæ\-]*(?:straße|strasse|str\.|gasse|weg|allee|platz|ring|damm|ufer|"
     r"chaussee|steig|straat|laan|gracht|plein|kade|singel|dijk|vej|gade|gatan|gata|vägen|veien|gate)"
     r"\s+\d{1,4}\s?[a-zA-Z]?\b")
@@ -167,15 +168,15 @@ _ROMANCE_TYPES = (r"rue|avenue|av\.|boulevard|bd|chemin|allée|impasse|quai|cour
                   r"praça|alameda|estrada|ulica|ul\.")
 _PARTICLES = r"(?:(?:de|del|dels|della|delle|dei|des|du|la|le|les|da|do|dos|das|di|degli|d'|l')\s*)*"
 _ROMANCE_NAME = r"[A-ZÀ-ÝŁŚŻ][\w'À-ÿłśżźćńó\-]*(?:\s+[A-ZÀ-ÝŁŚŻ][\w'À-ÿłśżźćńó\-]*){0,3}"
-_ROMANCE_BEFORE = re.compile(
+_ROMANCE_BEFORE = lazy(
     rf"\b\d{{1,4}}(?:\s?(?:bis|ter))?,?\s+(?:{_ROMANCE_TYPES})\s+{_PARTICLES}{_ROMANCE_NAME}", re.IGNORECASE)
-_ROMANCE_AFTER = re.compile(
+_ROMANCE_AFTER = lazy(
     rf"\b(?:{_ROMANCE_TYPES})\s+{_PARTICLES}{_ROMANCE_NAME},?\s+(?:n[º°.o]\s*)?\d{{1,4}}[a-zA-Z]?\b(?![.,]?\d|\s*%)",
     re.IGNORECASE)
 _US_STATES = ("AL|AK|AZ|AR|CA|CO|CT|DE|DC|FL|GA|HI|ID|IL|IN|IA|KS|KY|LA|ME|MD|MA|MI|MN|MS|MO|MT|NE|NV|NH|"
               "NJ|NM|NY|NC|ND|OH|OK|OR|PA|RI|SC|SD|TN|TX|UT|VT|VA|WA|WV|WI|WY")
-_CITY_STATE_ZIP = re.compile(rf"\b[A-Z][a-z]+(?:\s[A-Z][a-z]+)*,\s*(?:{_US_STATES})\s+\d{{5}}(?:-\d{{4}})?\b")
-_UK_POSTCODE = re.compile(r"\b(?!FY\d\d\b)[A-PR-UWYZ][A-HK-Y]?\d[A-Z\d]?\s\d[ABD-HJLNP-UW-Z]{2}\b")
+_CITY_STATE_ZIP = lazy(rf"\b[A-Z][a-z]+(?:\s[A-Z][a-z]+)*,\s*(?:{_US_STATES})\s+\d{{5}}(?:-\d{{4}})?\b")
+_UK_POSTCODE = lazy(r"\b(?!FY\d\d\b)[A-PR-UWYZ][A-HK-Y]?\d[A-Z\d]?\s\d[ABD-HJLNP-UW-Z]{2}\b")
 
 
 def find_addresses(text: str) -> list[Hit]:
@@ -192,13 +193,13 @@ def find_addresses(text: str) -> list[Hit]:
 
 
 # "avenue 2" / "via 3" as in "via 3 channels": Romance types need a capitalised name word
-_GENERIC_ROMANCE = re.compile(r"^(?i:via|cours|plaza|largo|camino)\s+[a-z]")
+_GENERIC_ROMANCE = lazy(r"^(?i:via|cours|plaza|largo|camino)\s+[a-z]")
 # "in 2023 Fifth Avenue rents rose": a year after a time preposition is not a house number
-_YEAR_BEFORE = re.compile(r"\b(?:in|since|by|during|until|till|before|after|of|from|to|for|and)\s+$", re.IGNORECASE)
+_YEAR_BEFORE = lazy(r"\b(?:in|since|by|during|until|till|before|after|of|from|to|for|and)\s+$", re.IGNORECASE)
 
 
 # -- card numbers -------------------------------------------------------------------------------
-_CARD = re.compile(r"(?<![\d\-.,])(?:[2-6]\d{3}(?:[ \-]?\d){9,15})(?![\d\-]|[.,]\d)")
+_CARD = lazy(r"(?<![\d\-.,])(?:[2-6]\d{3}(?:[ \-]?\d){9,15})(?![\d\-]|[.,]\d)")
 
 
 def luhn_ok(digits: str) -> bool:
@@ -225,16 +226,16 @@ def find_cards(text: str) -> list[Hit]:
 
 
 # -- account numbers ----------------------------------------------------------------------------
-_IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,3})?\b")
+_IBAN = lazy(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,3})?\b")
 _NUMBER_WORDS = r"(?:number|numbers|no\.?|nr\.?|num|#|id|ref)"
-_ACCOUNT_LABEL = re.compile(
+_ACCOUNT_LABEL = lazy(
     # bank words take a bare digit run ("account 12345678"); the weaker ones need a number word
     r"\b(?:(?:bank\s+)?(?:account|acct|acc|a/c|routing|aba|sort\s*code|bsb|iban|savings|checking|chequing)"
     rf"(?:\s+{_NUMBER_WORDS})?|(?:member(?:ship)?|customer|policy|loyalty|client|invoice|contract)\s+{_NUMBER_WORDS})"
     r"\s*(?:is|was|:|=|#|ending\s+in)?\s*"
     r"((?:\d[ \-]?){5,16}\d)(?![\w%]|[.,]\d)", re.IGNORECASE)
-_SSN = re.compile(r"(?<![\d\-])\d{3}-\d{2}-\d{4}(?![\d\-])")
-_ID_LABEL = re.compile(
+_SSN = lazy(r"(?<![\d\-])\d{3}-\d{2}-\d{4}(?![\d\-])")
+_ID_LABEL = lazy(
     r"\b(?:ssn|social\s+security(?:\s+number)?|passport(?:\s+(?:number|no\.?))?|"
     r"driver'?s?\s+licen[cs]e(?:\s+(?:number|no\.?))?|national\s+insurance(?:\s+number)?|ni\s+number|"
     r"tax\s+id|tin|ein|nif|nie|bsn|steuer-?id|codice\s+fiscale)\s*(?:is|was|:|=|#)?\s*"
@@ -270,7 +271,7 @@ def find_accounts(text: str) -> list[Hit]:
 
 
 # -- API keys and secrets -----------------------------------------------------------------------
-_KEY_SHAPES = re.compile(
+_KEY_SHAPES = lazy(
     r"(?<![\w-])(?:sk-(?:proj-|ant-(?:api\d\d-)?|live-|test-|svcacct-)?[A-Za-z0-9_\-]{16,}"
     r"|(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"
     r"|(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}"
@@ -279,14 +280,14 @@ _KEY_SHAPES = re.compile(
     r"|AIza[0-9A-Za-z_\-]{30,}"
     r"|glpat-[A-Za-z0-9_\-]{20,}|hf_[A-Za-z0-9]{30,}|npm_[A-Za-z0-9]{30,}|SG\.[\w\-]{16,}\.[\w\-]{16,}"
     r"|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,})")
-_PEM = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)?")
-_BEARER = re.compile(r"\b(?:Bearer|Basic|token)\s+([A-Za-z0-9._~+/\-]{16,}=*)", re.IGNORECASE)
-_URL_CREDS = re.compile(r"\b[a-z][a-z0-9+.\-]{0,15}://[^\s:/@]{1,128}:([^\s/@]{1,256})@", re.IGNORECASE)
-_PASSWORD = re.compile(
+_PEM = lazy(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)?")
+_BEARER = lazy(r"\b(?:Bearer|Basic|token)\s+([A-Za-z0-9._~+/\-]{16,}=*)", re.IGNORECASE)
+_URL_CREDS = lazy(r"\b[a-z][a-z0-9+.\-]{0,15}://[^\s:/@]{1,128}:([^\s/@]{1,256})@", re.IGNORECASE)
+_PASSWORD = lazy(
     r"\b(?:password|passwd|pwd|passcode|passphrase|pin(?:\s+code)?|secret|api\s*key|token)\b"
     r"\s*(?:is|was|:|=|->|set\s+to)\s*(\"[^\"]{3,}\"|'[^']{3,}'|`[^`]{3,}`|[^\s\"'`]{4,})", re.IGNORECASE)
-_SECRET_WORDS = re.compile(r"(?:key|token|secret|passw|pwd|credential|auth|bearer|signature)", re.IGNORECASE)
-_TOKEN = re.compile(r"(?<![\w/+=\-.])[A-Za-z0-9+/_\-=.]{20,}(?![\w/+=\-])")
+_SECRET_WORDS = lazy(r"(?:key|token|secret|passw|pwd|credential|auth|bearer|signature)", re.IGNORECASE)
+_TOKEN = lazy(r"(?<![\w/+=\-.])[A-Za-z0-9+/_\-=.]{20,}(?![\w/+=\-])")
 
 
 def shannon_bits(s: str) -> float:
@@ -347,9 +348,9 @@ def find_secrets(text: str) -> list[Hit]:
 
 
 # -- names (generic forms; the writer's own names come in as private terms) -----------------------
-_HONORIFIC = re.compile(r"\b(?:Mr|Mrs|Ms|Miss|Mx|Dr|Prof|Sir|Dame|Herr|Frau|Mme|Mlle|Sr|Sra)\.?\s+"
+_HONORIFIC = lazy(r"\b(?:Mr|Mrs|Ms|Miss|Mx|Dr|Prof|Sir|Dame|Herr|Frau|Mme|Mlle|Sr|Sra)\.?\s+"
                         r"[A-Z][a-z'\-]+(?:\s+[A-Z][a-z'\-]+)?")
-_NAME_IS = re.compile(r"\b(?:my\s+name\s+is|(?:user|client|customer|contact)(?:'s)?\s+(?:full\s+)?name\s+is|"
+_NAME_IS = lazy(r"\b(?:my\s+name\s+is|(?:user|client|customer|contact)(?:'s)?\s+(?:full\s+)?name\s+is|"
                       r"(?:full\s+)?name\s*:|goes\s+by|i\s+am\s+called)\s+([A-Z][a-z'\-]+(?:\s+[A-Z][a-z'\-]+){0,2})",
                       re.IGNORECASE)
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping
 
+from .lazyre import lazy
+
 __all__ = ["MEMORY_LIMIT", "Terms", "private_terms_from"]
 
 
@@ -61,13 +63,13 @@ phone address store stores location locations site sites brand brands market mar
 estate consumer insights asset management media tobacco restaurant restaurants company companies
 it's i'm i've i'd don't doesn't can't won't isn't we're they're he's she's let's
 """.split())
-_PROPER = re.compile(r"\b[A-Z][\w'’\-]*[a-z][\w'’\-]*(?:\s+(?:(?:de|van|von|da|del|la|le|di|du|bin|al)\s+)?"
+_PROPER = lazy(r"\b[A-Z][\w'’\-]*[a-z][\w'’\-]*(?:\s+(?:(?:de|van|von|da|del|la|le|di|du|bin|al)\s+)?"
                      r"[A-Z][\w'’\-]*[a-z][\w'’\-]*)*")
-_NAME_LINE = re.compile(r"\b(?:user\s+)?name\s*:\s*([^\n,;.]+)", re.IGNORECASE)
-_PLACE_BEFORE = re.compile(r"\b(?:in|near|from|to|at|around|outside|visited|visiting)\s+(?:the\s+)?$", re.IGNORECASE)
+_NAME_LINE = lazy(r"\b(?:user\s+)?name\s*:\s*([^\n,;.]+)", re.IGNORECASE)
+_PLACE_BEFORE = lazy(r"\b(?:in|near|from|to|at|around|outside|visited|visiting)\s+(?:the\s+)?$", re.IGNORECASE)
 _PLACE_TYPES = {"place", "location", "city", "country", "town", "region", "address", "venue", "site", "area"}
 _PERSON_TYPES = {"person", "people", "human", "contact", "family", "friend", "colleague", "name"}
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\s*|[\"“(]\s*|[-*•]\s+)$")
+_SENTENCE_START = lazy(r"(?:^|[.!?:;\n]\s*|[\"“(]\s*|[-*•]\s+)$")
 MEMORY_LIMIT = 5000  # the newest memories a writer's private terms are read from
 
 
@@ -101,7 +103,7 @@ def _proper_nouns(text: str, lower_words: set[str]) -> list[tuple[str, bool, str
 
 
 # what names a thing: "called Biscuit", "named biscuit", "her name is Biscuit", "goes by Bis"
-_NAMED = re.compile(r"\b(?:called|named|nicknamed|name\s+is|name['’]s|goes\s+by|known\s+as)\s+"
+_NAMED = lazy(r"\b(?:called|named|nicknamed|name\s+is|name['’]s|goes\s+by|known\s+as)\s+"
                     r"([A-Za-z][\w'’\-]*(?:\s+[A-Z][\w'’\-]*)?)")
 # nouns whose label or apposition marks a name: pets, family, people around the user, their places
 _NAMED_NOUNS = (r"pet|pets|dog|dogs|puppy|cat|cats|kitten|horse|pony|bird|parrot|rabbit|bunny|hamster|fish|"
@@ -111,13 +113,13 @@ _NAMED_NOUNS = (r"pet|pets|dog|dogs|puppy|cat|cats|kitten|horse|pony|bird|parrot
                 r"friend|best friend|boss|manager|colleague|coworker|roommate|flatmate|neighbou?r|nickname|"
                 r"employer|company|school|university|hometown|street|neighbou?rhood")
 # "Pet: Biscuit", "- dog - Biscuit", "Sister's name: Imogen"
-_LABELLED = re.compile(rf"(?im)^[ \t]*(?:[-*•][ \t]*)?(?:\w+['’]s[ \t]+)?(?:{_NAMED_NOUNS})(?:['’]s[ \t]+name)?"
+_LABELLED = lazy(rf"(?im)^[ \t]*(?:[-*•][ \t]*)?(?:\w+['’]s[ \t]+)?(?:{_NAMED_NOUNS})(?:['’]s[ \t]+name)?"
                        r"[ \t]*[:=\-–—][ \t]*([A-Za-z][\w'’\-]*(?:[ \t]+[A-Z][\w'’\-]*)?)")
 # "Biscuit is Ann's dog", "Biscuit, her dog", "Biscuit (the user's cat)"
-_APPOSED = re.compile(rf"\b([A-Z][\w'’\-]*[a-z][\w'’\-]*)(?:\s*[,(]\s*|\s+(?:is|was)\s+)(?:also\s+)?"
+_APPOSED = lazy(rf"\b([A-Z][\w'’\-]*[a-z][\w'’\-]*)(?:\s*[,(]\s*|\s+(?:is|was)\s+)(?:also\s+)?"
                       rf"(?:[A-Z]\w*['’]s|her|his|my|their|our|the\s+user['’]s)\s+(?:\w+\s+)?(?:{_NAMED_NOUNS})\b")
 # "Biscuit loves walks": a capitalised word opening a sentence, then a verb only people and pets do
-_ANIMATE = re.compile(r"(?:^|[.!?;\n]\s*)([A-Z][a-z][\w'’\-]*)\s+(?:loves|adores|hates|barks|meows|purrs|sleeps|"
+_ANIMATE = lazy(r"(?:^|[.!?;\n]\s*)([A-Z][a-z][\w'’\-]*)\s+(?:loves|adores|hates|barks|meows|purrs|sleeps|"
                       r"naps|fetches|chases|bites|cuddles|snores|likes\s+to|enjoys)\b")
 _NOT_CUED = {"it", "me", "him", "her", "them", "us", "you", "after", "off", "out", "up", "back", "in", "on", "for",
              "a", "an", "the", "this", "that", "by", "to", "as", "because", "something", "anything"}

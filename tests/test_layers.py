@@ -16,7 +16,7 @@ import pytest
 
 # The layers, lowest first; inside a layer, a module may import only those before it.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundation", ["errors", "clock", "logvalues", "validate", "config", "timewords", "questions", "notices", "crypto", "s3session", "embed.base", "embed.hashing",
+    ("foundation", ["errors", "lazyre", "clock", "logvalues", "validate", "config", "timewords", "questions", "notices", "crypto", "s3session", "embed.base", "embed.hashing",
                     "embed.minilm", "embed.preload", "embed.local_build", "embed.local", "embed.ollama", "embed.openai_compat", "embed.hfapi", "embed.chain", "embed", "tokens",
                     "ingest", "bulk", "piiterms", "pii", "extract.base", "extract", "extract.predicates", "extract.dates",
                     "extract.patterns", "extract.phrases", "extract.makers", "extract.verbs",
