@@ -1,7 +1,8 @@
 """The `bm` typer app: every command and group, the command tree built for one command.
 
-Errors and exit codes: cli/boundary.py (the one error boundary).  `bm recall` and `bm context`
-in their common forms are parsed without typer (cli/quick.py); everything else comes here.
+Errors and exit codes: cli/boundary.py (the one error boundary).  `bm recall`, `context`,
+`ingest` and `remember` in their common forms are parsed without typer (cli/quick.py);
+everything else comes here.
 """
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import (JsonlOpt, JsonOpt, TsOpt, UserOpt, by, confirm, name_check, note_unknown_user, open_input,
-                     open_store, option, progress_bar, read_text_arg, store_for_writing)
+from .common import (JsonlOpt, JsonOpt, TsOpt, UserOpt, by, confirm, name_check, note_unknown_user, open_store,
+                     option, read_text_arg, store_for_writing)
 from .output import beads_table, emit, info, kv_table, wants_json
 
 
@@ -34,26 +34,9 @@ def ingest(
       bm ingest chat.jsonl --extract --dry-run   (then without --dry-run)
       bm ingest session.jsonl -u ann --ttl 7d    (forgotten a week from now)
     """
-    with open_input(path) as fh, store_for_writing() as mem, progress_bar("ingesting") as bar:
-        report = mem.ingest(fh, user=user, skip_bad=skip_bad, extract=extract, dry_run=dry_run, ttl=ttl,
-                            progress=lambda r: bar(r["ingested"] + r["duplicates"], None))
-    for bad in report["bad"]:
-        info(f"skipped line {bad['line']}: {bad['error']}")
-    if wants_json(as_json):
-        print(json.dumps(report))
-    elif dry_run:
-        from .extract import dry_run_lines
+    from .quick import run_ingest  # the body `bm ingest` runs without typer too
 
-        for line in dry_run_lines(report):
-            info(line)
-    else:
-        line = (f"ingested {report['ingested']} message(s), {report['duplicates']} already known, "
-                f"{len(report['bad'])} bad line(s) skipped")
-        if extract:
-            from .extract import facts_summary
-
-            line += "; " + facts_summary(report["facts"], report.get("llm"), report.get("extract"))
-        info(line)
+    run_ingest(path, user=user, skip_bad=skip_bad, extract=extract, dry_run=dry_run, ttl=ttl, as_json=as_json)
 
 
 beads_app = typer.Typer(help="The append-only short-term log of turns and tool outputs.", no_args_is_help=True)

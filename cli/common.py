@@ -1,17 +1,15 @@
-"""What every command shares: option types, reading inputs; opening the store is cli/stores.py
-(re-exported here: the commands import it from here)."""
+"""What every command shares: option types and their checks, confirmation; opening the store
+and the input is cli/stores.py (re-exported here: the commands import it from here)."""
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 import typer
 from typing import Annotated
 
-from .stores import (NO_STORE_HINT, RunLocally, note_unknown_user, open_store, read_text_arg,  # noqa: F401
-                     resident, store_for_writing)
+from .stores import (NO_STORE_HINT, RunLocally, note_unknown_user, open_input, open_store,  # noqa: F401
+                     progress_bar, read_text_arg, resident, store_for_writing)
 
 
 # -- option values are checked while the command line is parsed: a bad one is a usage error ----------
@@ -72,46 +70,6 @@ AgentOpt = Annotated[Optional[str], option("--agent", "-a", help="Agent id; omit
 TsOpt = Annotated[Optional[str], date_option("--ts", help="When it happened (ISO 8601); default now.")]
 TypeOpt = Annotated[str, option("--type", "-t", check=by("brandmind.validate:memory_type"),
                                 help="fact, preference, decision, insight, question, concept or episode.")]
-
-
-@contextmanager
-def open_input(path: str) -> Iterator[Any]:
-    """A binary line iterator over FILE, or stdin for ``-``."""
-    from brandmind.errors import NotFound
-
-    if path == "-":
-        yield sys.stdin.buffer
-        return
-    p = Path(path)
-    if p.is_dir():
-        from brandmind.errors import UsageError
-
-        raise UsageError(f"{path} is a directory, not a file",
-                         hint=f"give a JSONL file in it (e.g. {p / 'chat.jsonl'}), or - to read stdin")
-    if not p.is_file():
-        raise NotFound(f"no such file: {path}", hint="give a JSONL file path, or - to read stdin")
-    with p.open("rb") as fh:
-        yield fh
-
-
-@contextmanager
-def progress_bar(label: str, total: int | None = None) -> Iterator[Callable[[int, int | None], None]]:
-    """A rich progress bar on stderr when it is a terminal; a no-op otherwise."""
-    if not sys.stderr.isatty():
-        yield lambda done, total=None: None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from .output import console
-
-    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console(stderr=True), transient=True) as bar:
-        task = bar.add_task(label, total=total)
-
-        def update(done: int, total: int | None = None) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update
 
 
 def confirm(question: str, yes: bool) -> bool:

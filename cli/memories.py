@@ -76,24 +76,10 @@ def remember(
         remember_fact(read_text_arg(text), type=type, user=user, agent=agent, importance=importance,
                       meta=_meta(meta or []), ts=ts, as_json=as_json)
         return
-    with store_for_writing() as mem:
-        item = mem.remember(read_text_arg(text), type=type, user=user, agent=agent,
-                            importance=importance, meta=_meta(meta or []), ts=ts, extract=extract,
-                            ttl=ttl, pin=pin)
-    if wants_json(as_json):
-        out = {"id": item["id"]}
-        if extract:
-            report = dict(item["extract"])
-            out["facts"], out["llm"] = report.pop("facts"), report.pop("llm")
-            out["extract"] = report
-        print(json.dumps(out))
-    else:
-        print(item["id"])
-        if extract:
-            from .extract import facts_summary
+    from .quick import run_remember  # the body `bm remember` runs without typer too
 
-            report = item["extract"]
-            info(facts_summary(report["facts"], report["llm"], report))
+    run_remember(text, type=type, user=user, agent=agent, importance=importance, meta=_meta(meta) if meta else None,
+                 ts=ts, extract=extract, ttl=ttl, pin=pin, as_json=as_json)
 
 
 def recall(

@@ -1,11 +1,12 @@
-"""`bm recall` and `bm context` as an agent loop calls them every turn, parsed without typer.
+"""The commands an agent loop runs every turn, parsed without typer: `bm context` and `bm recall`
+before it answers, `bm ingest` (or `bm remember`) after.
 
 A cold `bm recall` starts the model's session first (cli/client.py ``_preload``); while it is
 made, this process imports the store and opens it, and only then asks for the query's vector.
 typer, click and the command modules were ~0.1 s of that wait (measured on a 10,000-memory
-store: 0.48 s through typer, 0.38 s without).  So these two commands, in the forms a script
-writes (:data:`SPECS`), are read here and run the same bodies the typer commands run
-(:func:`run_recall`, :func:`run_context`), through the same error boundary.
+store: 0.48 s through typer, 0.38 s without), and as much of every write.  So these commands,
+in the forms a script writes (:data:`SPECS`), are read here and run the same bodies the typer
+commands run (``run_<command>``), through the same error boundary.
 
 Anything else on the line (another option, ``--opt=value`` for an option not listed,
 ``--help``, an option given twice, a value starting with ``-``, a value the typer command
@@ -14,25 +15,32 @@ it always did: the help, and the usage errors with their exit code 2, stay typer
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any, Optional
 
 from . import boundary
-from .output import emit, emit_json, explain_table, info, memories_table
-from .stores import note_unknown_user, open_store, read_text_arg
+from .output import emit, emit_json, explain_table, info, memories_table, wants_json
+from .stores import note_unknown_user, open_input, open_store, progress_bar, read_text_arg, store_for_writing
 
 # command -> (options taking a value -> keyword, flags -> keyword); the typer commands'
-# names for them (cli/memories.py recall, cli/context.py context)
+# names for them (cli/memories.py recall and remember, cli/context.py context, cli/beads.py ingest)
 SPECS = {
     "recall": ({"-k": "k", "-u": "user", "--user": "user", "-a": "agent", "--agent": "agent"},
                {"--json": "as_json", "--jsonl": "jsonl", "--explain": "explain", "--remote": "remote"}),
     "context": ({"-b": "budget", "--budget": "budget", "-u": "user", "--user": "user", "-a": "agent",
                  "--agent": "agent", "--recent": "recent", "--thread": "thread", "-f": "fmt", "--format": "fmt"},
                 {"--json": "as_json"}),
+    "ingest": ({"-u": "user", "--user": "user"}, {"--json": "as_json"}),
+    "remember": ({"-t": "type", "--type": "type", "-u": "user", "--user": "user", "-a": "agent", "--agent": "agent",
+                  "-i": "importance", "--importance": "importance"}, {"--json": "as_json"}),
 }
-INTS = ("k", "budget", "recent")  # typer converts these with int(), as here
-NAMES = ("user", "agent")         # checked as the typer options check them (brandmind.validate.name)
+INTS = ("k", "budget", "recent")  # typer converts these with int() and float(), as here
+FLOATS = ("importance",)
+# the checks the typer options run (cli/common.py ``checked``), by keyword: brandmind.validate's
+CHECKS = {"user": ("name", {"what": "user"}), "agent": ("name", {"what": "agent"}),
+          "type": ("memory_type", {}), "importance": ("importance", {})}
 
 
 def parse(argv: list[str]) -> tuple[str, str | None, str, dict] | None:
@@ -66,16 +74,16 @@ def parse(argv: list[str]) -> tuple[str, str | None, str, dict] | None:
             return None
     if query is None:
         return None
+    from brandmind import validate
     from brandmind.errors import InvalidInput
-    from brandmind.validate import name
 
     try:
-        for key in INTS:
-            if key in kwargs:
-                kwargs[key] = int(kwargs[key])
-        for key in NAMES:
-            if key in kwargs:
-                name(kwargs[key], what=key)
+        for key in kwargs:
+            if key in INTS or key in FLOATS:
+                kwargs[key] = (int if key in INTS else float)(kwargs[key])
+            if key in CHECKS:
+                check, args = CHECKS[key]
+                getattr(validate, check)(kwargs[key], **args)
     except (ValueError, InvalidInput):
         return None
     return command, home, query, kwargs
@@ -86,7 +94,7 @@ def run(parsed: tuple[str, str | None, str, dict]) -> int:
     command, home, query, kwargs = parsed
     if home:  # as the app's --home (cli/app.py root)
         os.environ["BM_HOME"] = home
-    body = run_recall if command == "recall" else run_context
+    body = globals()[f"run_{command}"]
     return boundary.run(lambda: body(query, **kwargs) or 0)
 
 
@@ -138,6 +146,54 @@ def run_context(query: str, *, budget: int = 2000, user: Optional[str] = None, a
     if sys.stderr.isatty():
         dropped = sum(len(v) for k, v in result["dropped"].items() if k != "duplicates")
         info(f"{result['tokens']} of {result['budget']} tokens ({result['tokenizer']}); {dropped} candidate(s) left out")
+
+
+def run_ingest(path: str, *, user: Optional[str] = None, skip_bad: bool = False, extract: bool = False,
+               dry_run: bool = False, ttl: Optional[str] = None, as_json: bool = False) -> None:
+    """`bm ingest FILE`: each message a bead and a raw-turn memory; the report."""
+    with open_input(path) as fh, store_for_writing() as mem, progress_bar("ingesting") as bar:
+        report = mem.ingest(fh, user=user, skip_bad=skip_bad, extract=extract, dry_run=dry_run, ttl=ttl,
+                            progress=lambda r: bar(r["ingested"] + r["duplicates"], None))
+    for bad in report["bad"]:
+        info(f"skipped line {bad['line']}: {bad['error']}")
+    if wants_json(as_json):
+        print(json.dumps(report))
+    elif dry_run:
+        from .extract import dry_run_lines
+
+        for line in dry_run_lines(report):
+            info(line)
+    else:
+        line = (f"ingested {report['ingested']} message(s), {report['duplicates']} already known, "
+                f"{len(report['bad'])} bad line(s) skipped")
+        if extract:
+            from .extract import facts_summary
+
+            line += "; " + facts_summary(report["facts"], report.get("llm"), report.get("extract"))
+        info(line)
+
+
+def run_remember(text: str, *, type: str = "fact", user: Optional[str] = None, agent: Optional[str] = None,
+                 importance: float = 0.5, meta: Optional[dict] = None, ts: Optional[str] = None,
+                 extract: bool = False, ttl: Optional[str] = None, pin: bool = False, as_json: bool = False) -> None:
+    """`bm remember TEXT` (plain text; ``--fact`` is the typer command's): its id."""
+    with store_for_writing() as mem:
+        item = mem.remember(read_text_arg(text), type=type, user=user, agent=agent, importance=importance,
+                            meta=meta, ts=ts, extract=extract, ttl=ttl, pin=pin)
+    if wants_json(as_json):
+        out = {"id": item["id"]}
+        if extract:
+            report = dict(item["extract"])
+            out["facts"], out["llm"] = report.pop("facts"), report.pop("llm")
+            out["extract"] = report
+        print(json.dumps(out))
+    else:
+        print(item["id"])
+        if extract:
+            from .extract import facts_summary
+
+            report = item["extract"]
+            info(facts_summary(report["facts"], report["llm"], report))
 
 
 def print_lag_note(mem: Any, user: str | None) -> None:

@@ -1,12 +1,13 @@
-"""Opening the store for a command, and what a read says about it: typer-free, so that the
-commands a shell calls every turn (cli/quick.py) start without loading the command line."""
+"""What a command opens (the store, its input file or stdin, a progress bar) and what a read
+says about the store: typer-free, so that the commands a shell calls every turn (cli/quick.py)
+start without loading the command line."""
 from __future__ import annotations
 
 import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 
 class _Resident(threading.local):
@@ -160,3 +161,43 @@ def note_unknown_user(mem: Any, user: Optional[str]) -> None:
     line = f"note: no memories for {who}; users: " + ", ".join(known[:20]) + (", …" if len(known) > 20 else "")
     close = difflib.get_close_matches(name, known, n=1)
     info(line + (f" (did you mean -u {close[0]}?)" if close else ""))
+
+
+@contextmanager
+def open_input(path: str) -> Iterator[Any]:
+    """A binary line iterator over FILE, or stdin for ``-``."""
+    from brandmind.errors import NotFound
+
+    if path == "-":
+        yield sys.stdin.buffer
+        return
+    p = Path(path)
+    if p.is_dir():
+        from brandmind.errors import UsageError
+
+        raise UsageError(f"{path} is a directory, not a file",
+                         hint=f"give a JSONL file in it (e.g. {p / 'chat.jsonl'}), or - to read stdin")
+    if not p.is_file():
+        raise NotFound(f"no such file: {path}", hint="give a JSONL file path, or - to read stdin")
+    with p.open("rb") as fh:
+        yield fh
+
+
+@contextmanager
+def progress_bar(label: str, total: int | None = None) -> Iterator[Callable[[int, int | None], None]]:
+    """A rich progress bar on stderr when it is a terminal; a no-op otherwise."""
+    if not sys.stderr.isatty():
+        yield lambda done, total=None: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .output import console
+
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=total)
+
+        def update(done: int, total: int | None = None) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update

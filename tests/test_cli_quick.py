@@ -1,9 +1,10 @@
-"""`bm recall` and `bm context` parsed without typer (cli/quick.py): every command line it
-takes means what the typer app makes of it, everything else is left to the app, and a cold
-`bm recall` does not import typer at all."""
+"""`bm recall`, `bm context`, `bm ingest` and `bm remember` parsed without typer (cli/quick.py):
+every command line it takes means what the typer app makes of it, everything else is left to
+the app, and a cold call does not import typer at all."""
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import random
 import subprocess
@@ -16,7 +17,8 @@ from brandmind.cli import app, quick
 
 # pieces of the two commands' lines: an option with a value, a flag, or a stray word (typer's
 # alone, or wrong)
-VALUES = ["3", "x", "800", "ann", "ann-2", " bad", "07", "t1", "json", "text", "-1", "", "1_000"]
+VALUES = ["3", "x", "800", "ann", "ann-2", " bad", "07", "t1", "json", "text", "-1", "", "1_000", "fact",
+          "preference", "bogus", "0.8", "1.5", "nan", ".5"]
 OTHER_WORDS = ["recall", "--home", "--home=", "--min-score", "0.5", "--since", "--now", "-h", "--help", "--wait",
                "--", "-k5", "--json=1", "--margin", "-t", "fact"]
 
@@ -35,14 +37,14 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list:
 
         return record
 
-    for name in ("run_recall", "run_context"):
+    for name in (f"run_{command}" for command in quick.SPECS):
         monkeypatch.setattr(quick, name, recorder(name))
     return seen
 
 
 def random_argv(rng: random.Random) -> list[str]:
     head = rng.choice([[], [], ["--home", "/tmp/x"], ["--home=/tmp/y"], ["--wait"]])
-    command = rng.choice(["recall", "context", "remember"])
+    command = rng.choice([*quick.SPECS, "forget"])
     options, flags = quick.SPECS.get(command, quick.SPECS["recall"])
     rest: list[str] = []
     for _ in range(rng.randint(0, 4)):
@@ -81,7 +83,7 @@ def test_every_line_quick_reads_means_what_the_typer_app_makes_of_it(monkeypatch
         assert app.main(list(argv)) == 0, (argv, capsys.readouterr())
         assert len(seen) == 2 and seen[0] == seen[1], argv
         assert os.environ["BM_HOME"] == home_quick, argv
-    assert read > 100
+    assert read > 150
 
 
 @pytest.mark.parametrize("argv", [
@@ -94,7 +96,8 @@ def test_every_line_quick_reads_means_what_the_typer_app_makes_of_it(monkeypatch
     ["recall", "-k", "3"],                    # no QUERY
     ["recall", "tea", "-k", "-3"],            # a value like an option
     ["--wait", "recall", "tea"], ["recall", "tea", "-k5"], ["recall", "tea", "--", "x"],
-    ["remember", "tea"], [],
+    ["remember", "tea", "--fact"], ["ingest", "chat.jsonl", "--extract"], ["beads", "add", "tea"], [],
+    ["remember", "tea", "-t", "bogus"], ["remember", "tea", "-i", "1.5"], ["remember", "tea", "-i", "nan"],
 ])
 def test_anything_else_is_left_to_the_typer_app(argv):
     assert quick.parse(argv) is None
@@ -111,22 +114,29 @@ def test_bad_values_get_one_line_and_the_usual_exit_code(store, argv, code, word
     assert_error(res, code, *words)
 
 
-def test_a_cold_recall_and_context_import_no_typer(tmp_path):
-    """The point of cli/quick.py: `bm recall QUERY --json` and `bm context QUERY` as a script
-    writes them load neither typer nor click, and answer as the typer app does."""
+def test_the_turn_commands_import_no_typer(tmp_path):
+    """The point of cli/quick.py: `bm remember`, `bm ingest`, `bm recall` and `bm context` as a
+    script writes them load neither typer nor click, and answer as the typer app does."""
     env = {**os.environ, "BM_HOME": str(tmp_path / "home")}
-    assert run_bm("remember", "Ann drinks green tea every morning", "-u", "ann", env=env).code == 0
-    for argv in (["recall", "what does Ann drink?", "-u", "ann", "--json"],
-                 ["context", "what does Ann drink?", "-u", "ann", "-b", "300"]):
-        proc = subprocess.run([BM_CMD[0], "-X", "importtime", "-m", "brandmind.cli.client", *argv],
+
+    def quick_run(*argv: str, input: str = "") -> str:
+        proc = subprocess.run([BM_CMD[0], "-X", "importtime", "-m", "brandmind.cli.client", *argv], input=input,
                               capture_output=True, text=True, env=env, timeout=120)
         assert proc.returncode == 0, proc.stderr[-2000:]
         imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
         assert "brandmind.cli.quick" in imported and not {"typer", "click"} & imported, argv
-        assert "green tea" in proc.stdout
+        return proc.stdout
+
+    assert quick_run("remember", "Ann drinks green tea every morning", "-u", "ann", "--json").startswith('{"id": "m_')
+    turn = '{"role": "user", "speaker": "Ann", "content": "I switched to oolong last week"}\n'
+    assert json.loads(quick_run("ingest", "-", "-u", "ann", "--json", input=turn))["ingested"] == 1
+    for argv in (["recall", "what does Ann drink?", "-u", "ann", "--json"],
+                 ["context", "what does Ann drink?", "-u", "ann", "-b", "300"]):
+        out = quick_run(*argv)
+        assert "green tea" in out and "oolong" in out, out
         extra = ["--min-score=-1000"] if argv[0] == "recall" else ["--margin", "0"]  # not quick's: typer
         typed = run_bm(*argv, *extra, env=env)
-        assert typed.code == 0 and typed.out == proc.stdout, (typed, proc.stdout)
+        assert typed.code == 0 and typed.out == out, (typed, out)
 
 
 def test_quick_has_no_typer_at_import():
