@@ -3,8 +3,9 @@ before it answers, `bm ingest` (or `bm remember`) after.
 
 A cold `bm recall` starts the model's session first (cli/client.py ``_preload``); while it is
 made, this process imports the store and opens it, and only then asks for the query's vector.
-typer, click and the command modules were ~0.1 s of that wait (measured on a 10,000-memory
-store: 0.48 s through typer, 0.38 s without), and as much of every write.  So these commands,
+typer, click and the command modules were ~0.1 s of that wait (`scripts/bench_speed.py --only
+cold`, 10,000 memories: 0.60 s before, 0.40-0.48 s after, the floor 0.34-0.40 s), and
+0.05-0.07 s of every cold write.  So these commands,
 in the forms a script writes (:data:`SPECS`), are read here and run the same bodies the typer
 commands run (``run_<command>``), through the same error boundary.
 
@@ -36,7 +37,8 @@ SPECS = {
     "remember": ({"-t": "type", "--type": "type", "-u": "user", "--user": "user", "-a": "agent", "--agent": "agent",
                   "-i": "importance", "--importance": "importance"}, {"--json": "as_json"}),
 }
-INTS = ("k", "budget", "recent")  # typer converts these with int() and float(), as here
+# converted as typer converts them (cli/app.py ``_plain_coercion``: int() and float())
+INTS = ("k", "budget", "recent")
 FLOATS = ("importance",)
 # the checks the typer options run (cli/common.py ``checked``), by keyword: brandmind.validate's
 CHECKS = {"user": ("name", {"what": "user"}), "agent": ("name", {"what": "agent"}),
