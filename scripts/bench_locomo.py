@@ -170,6 +170,9 @@ def main() -> None:
     if args.only:
         keep = set(args.only.split(","))
         data = [s for s in data if s["sample_id"] in keep]
+        missing = keep - {s["sample_id"] for s in data}
+        if missing:
+            raise SystemExit(f"bench_locomo: no sample {', '.join(sorted(missing))} in {data_file}")
     bm = find_bm("bench_locomo")
     root = args.keep or Path(tempfile.mkdtemp(prefix="bm-locomo-"))
     rankings: dict[str, dict[str, list[str]]] = {}
@@ -205,7 +208,11 @@ def main() -> None:
           f"({1000 * recall_s / max(1, n_questions):.1f} ms/question incl. process start)")
     score = [sys.executable, str(args.locomo / "locomo_retrieval_eval.py"), "--rankings", str(out_file),
              "--ks", "1,5,10,25,50"]
-    if args.data:
+    if args.only:  # the scorer scores every sample of its data: give it just these
+        subset = out_file.with_name(out_file.stem + "-data.json")
+        subset.write_text(json.dumps(data))
+        score += ["--data", str(subset)]
+    elif args.data:
         score += ["--data", str(data_file)]
     if args.json_out:
         score += ["--json-out", str(args.json_out)]
