@@ -15,7 +15,7 @@ import pytest
 from conftest import BM_CMD, assert_error, run_bm
 from brandmind.cli import app, quick
 
-# pieces of the two commands' lines: an option with a value, a flag, or a stray word (typer's
+# pieces of the quick commands' lines: an option with a value, a flag, or a stray word (typer's
 # alone, or wrong)
 VALUES = ["3", "x", "800", "ann", "ann-2", " bad", "07", "t1", "json", "text", "-1", "", "1_000", "fact",
           "preference", "bogus", "0.8", "1.5", "nan", ".5"]
