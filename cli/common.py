@@ -8,8 +8,8 @@ from typing import Any, Callable, Optional
 import typer
 from typing import Annotated
 
-from .stores import (NO_STORE_HINT, RunLocally, note_unknown_user, open_input, open_store,  # noqa: F401
-                     progress_bar, read_text_arg, resident, store_for_writing)
+from .stores import (RunLocally, note_unknown_user, open_input, open_store, progress_bar,  # noqa: F401
+                     read_text_arg, resident, store_for_writing)
 
 
 # -- option values are checked while the command line is parsed: a bad one is a usage error ----------
