@@ -13,7 +13,9 @@ Named databases in ``log.lmdb``:
 ``ops``        ``replica \\0 seq(8 BE)`` -> packed op JSON (one stream per replica)
 ``order``      ``arrival(8 BE)`` -> ops key: the order ops reached this store;
                the SQLite projection remembers the last arrival it applied
-``beads``      bead id -> packed bead JSON (content over the threshold lives in blobs/)
+``beads``      bead id -> ``BEAD_REF`` + the ops key of the bead.add op that carries the
+               bead (one copy of a turn's text in LMDB; older stores: the packed bead
+               JSON, still read; content over the threshold lives in blobs/)
 ``bead_time``  ``user \\0 ts(8 BE) \\0 bead id`` -> b"" (the per-user thread, in time order)
 ``bead_keys``  message key -> bead id (so re-ingesting a message stores nothing)
 ``vcache``     ``model \\0 sha256(text)[:16]`` -> float32 vector bytes: vectors on their way
@@ -29,9 +31,10 @@ Named databases in ``log.lmdb``:
                ``fu\\0<user>`` / ``fm\\0<memory>`` / ``fn\\0<node>`` -> HLC key of the
                forget that removed them (remove wins for ops arriving later);
                ``fb\\0<bead>`` likewise for a forgotten bead (brandmind/logforget.py);
-               ``ma\\0<memory>`` -> op id of a received memory.add; ``bh\\0<bead>`` -> HLC
-               key of the bead's op (a user forget removes only beads stamped before it);
-               ``bo\\0<bead>`` -> the op id of the bead's add; ``ho\\0<replica>\\0<seq>``
+               ``ma\\0<memory>`` -> op id of a received memory.add; ``bo\\0<bead>`` -> the op
+               id of the bead's add (a bead forget redacts it; a user forget removes only
+               beads whose op was stamped before it; stores before 2026-11-29 also keep
+               ``bh\\0<bead>`` -> that op's HLC key, still read); ``ho\\0<replica>\\0<seq>``
                -> an op held back for clock skew (brandmind/held.py)
 ``jobs``       this device's queue of work for later, written in the same transaction as
                what it is about (brandmind/backlog.py: extraction after an ingest accepted
@@ -57,7 +60,7 @@ from .clock import new_id
 from .errors import StoreCorrupt, StoreMissing
 from .lmdbscrub import scrub as scrub_file
 from .logvalues import plain
-from .logtxn import (CLOCK_MARK, HELD, JOB, LogTxn, dumps, held_in, held_key, loads, op_key,  # noqa: F401
+from .logtxn import (BEAD_REF, CLOCK_MARK, HELD, JOB, LogTxn, bead_in, dumps, held_in, held_key, loads, op_key,  # noqa: F401
                      text_key, u64, version_vector_in)
 
 SCHEMA = 1
@@ -306,8 +309,7 @@ class OpLog:
 
     def get_bead(self, bead_id: str) -> dict | None:
         with self.read() as txn:
-            raw = txn.get(bead_id.encode(), db=self.db["beads"])
-        return loads(raw) if raw else None
+            return bead_in(txn, self.db["ops"], txn.get(bead_id.encode(), db=self.db["beads"]))
 
     def bead_ids(self, user: str, n: int | None = None, *, reverse: bool = True) -> list[str]:
         """Bead ids of ``user``'s thread, newest first (or oldest first), at most n."""
@@ -358,8 +360,11 @@ class OpLog:
     def iter_beads(self) -> Iterator[dict]:
         """Every stored bead (in bead id order)."""
         with self.read() as txn:
+            ops = self.db["ops"]
             for _, raw in txn.cursor(db=self.db["beads"]):
-                yield loads(raw)
+                bead = bead_in(txn, ops, raw)
+                if bead is not None:
+                    yield bead
 
     def cached_vector(self, model: str, text: str) -> bytes | None:
         with self.read() as txn:
@@ -467,11 +472,12 @@ class OpLog:
         """The beads whose content lives in a blob file."""
         out = []
         with self.read() as txn:
+            ops = self.db["ops"]
             for _, raw in txn.cursor(db=self.db["beads"]):
-                raw = plain(raw)
-                if b'"blob"' in raw:
-                    bead = loads(raw)
-                    if bead.get("blob"):
+                held = txn.get(bytes(raw[1:]), db=ops) if raw[:1] == BEAD_REF else raw
+                if held is not None and b'"blob"' in plain(held):  # most hold none: no JSON parse
+                    bead = bead_in(txn, ops, raw)
+                    if bead is not None and bead.get("blob"):
                         out.append(bead)
         return out
 
@@ -535,11 +541,9 @@ class OpLog:
             cur = txn.cursor(db=self.db["bead_time"])
             ok = cur.prev() if cur.set_range(prefix + u64(max(0, cutoff) + 1)) else cur.last()
             while ok and cur.key().startswith(prefix) and len(beads) < n:
-                raw = txn.get(cur.key().rsplit(b"\0", 1)[1], db=self.db["beads"])
-                if raw:
-                    bead = loads(raw)
-                    if thread is None or bead.get("thread") == thread:
-                        beads.append(bead)
+                bead = bead_in(txn, self.db["ops"], txn.get(cur.key().rsplit(b"\0", 1)[1], db=self.db["beads"]))
+                if bead is not None and (thread is None or bead.get("thread") == thread):
+                    beads.append(bead)
                 ok = cur.prev()
         return beads
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 
 import brandmind
-from brandmind.logvalues import loads
+from brandmind.logtxn import bead_in
 
 N_WRITERS = 4
 PER_WRITER = 500
@@ -207,7 +207,8 @@ def check_consistent(home: Path, acknowledged_ops: int) -> int:
         rows = c.execute("SELECT id, provenance, meta FROM memories WHERE source='ingest'").fetchall()
         assert c.execute("SELECT count(*) FROM memories").fetchone()[0] == len(rows)
         with mem.log.read() as txn:
-            beads = {k.decode(): loads(v) for k, v in txn.cursor(db=mem.log.db["beads"])}
+            beads = {k.decode(): bead_in(txn, mem.log.db["ops"], v) for k, v in txn.cursor(db=mem.log.db["beads"])}
+            assert None not in beads.values()  # every bead's ref names a stored op that carries it
             n_keys = txn.stat(mem.log.db["bead_keys"])["entries"]
         assert len(beads) == len(rows) == n_keys == n_ops // 2
         bead_of = {json.loads(prov)[0]["bead"] for _, prov, _ in rows}

@@ -76,3 +76,52 @@ def test_a_log_written_plain_opens_and_rebuilds_to_the_same_store(store, monkeyp
         assert sorted(m["text"] for m in mem.list_memories(user="ann")) == before
         assert mem.recall("where is the boat moored", user="ann")[0]["text"].endswith("pier nine")
         assert mem.beads_tail(user="ann")[0]["content"] == "the boat is moored at pier nine"
+
+
+def _beads_values(mem) -> dict[str, bytes]:
+    with mem.log.read() as txn:
+        return {bytes(k).decode(): bytes(v) for k, v in txn.cursor(db=mem.log.db["beads"])}
+
+
+def test_a_bead_is_kept_once_as_the_key_of_the_op_that_carries_it(store):
+    with open_memory() as mem:
+        mem.ingest([{"role": "user", "content": "the boat is moored at pier nine " * 8, "speaker": "Ann"}], user="ann")
+        (bead_id, value), = _beads_values(mem).items()
+        assert value[:1] == logtxn.BEAD_REF and len(value) < 40  # a ref, not a second copy of the text
+        (op,) = [o for o in mem.log.iter_ops() if o["kind"] == "bead.add"]
+        replica, seq = op["id"].rsplit(":", 1)
+        assert value[1:] == logtxn.op_key(replica, int(seq))
+        assert mem.get_bead(bead_id)["content"] == op["payload"]["bead"]["content"]
+
+
+def test_beads_stored_whole_by_an_older_bm_still_read_and_rebuild_turns_them_into_refs(store, monkeypatch):
+    def put_whole(self, bead, op_id):  # the beads db as bm wrote it before refs
+        self._put_end(bead["id"].encode(), pack(bead), self.db["beads"])
+        self.txn.put(logtxn.bead_time_key(bead), b"", db=self.db["bead_time"])
+
+    with monkeypatch.context() as patch:
+        patch.setattr(logtxn.LogTxn, "put_bead", put_whole)
+        with open_memory() as mem:
+            mem.ingest([{"role": "user", "content": f"turn {i} about the ferry", "speaker": "Ann"} for i in range(3)],
+                       user="ann")
+    with open_memory() as mem:
+        assert all(v[:1] == bytes((logvalues.PACKED_V1,)) for v in _beads_values(mem).values())
+        mem.ingest([{"role": "user", "content": "turn 3 about the ferry", "speaker": "Ann"}], user="ann")
+        tail = [b["content"] for b in mem.beads_tail(user="ann")]
+        assert tail == [f"turn {i} about the ferry" for i in range(4)]
+        mem.admin.rebuild()
+        assert all(v[:1] == logtxn.BEAD_REF for v in _beads_values(mem).values())
+        assert [b["content"] for b in mem.beads_tail(user="ann")] == tail
+
+
+def test_a_bead_whose_op_no_longer_carries_it_reads_as_gone_not_as_an_error(store):
+    with open_memory() as mem:
+        mem.ingest([{"role": "user", "content": f"turn {i}", "speaker": "Ann"} for i in range(2)], user="ann")
+        first = next(iter(_beads_values(mem)))
+        op_id = next(o["id"] for o in mem.log.iter_ops() if o["kind"] == "bead.add"
+                     and o["payload"]["bead"]["id"] == first)
+        with mem.log.write() as t:  # the op redacted behind the projection's back (damage)
+            t.redact(op_id, {"id": first, "redacted": True})
+    with open_memory() as mem:
+        assert mem.log.get_bead(first) is None
+        assert [b["content"] for b in mem.beads_tail(user="ann")] == ["turn 1"]

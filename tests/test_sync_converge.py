@@ -506,6 +506,20 @@ def test_an_offline_replica_never_brings_forgotten_data_back(pair):
     assert m["id"] not in {x["id"] for x in b.list_memories(user="ann")}
 
 
+def test_a_user_forget_arriving_late_takes_only_the_turns_stamped_before_it(pair):
+    """Whether a bead is older than a user.forget is read from the bead's op (its HLC)."""
+    a, b = pair
+    with mock.patch.object(clock, "now_millis", lambda: BASE):
+        a.ingest([json.dumps({"role": "user", "content": "my PIN is 5678"})], user="ann")
+    with mock.patch.object(clock, "now_millis", lambda: BASE + 60_000):
+        b.forget_user("ann")
+    with mock.patch.object(clock, "now_millis", lambda: BASE + 2 * 60_000):
+        a.ingest([json.dumps({"role": "user", "content": "I moved to Rome"})], user="ann")
+    a.receive_ops(b.log.ops_of(b.log.replica, 0), now_ms=BASE + 3 * 60_000)
+    assert [t["content"] for t in a.beads_tail(user="ann")] == ["I moved to Rome"]
+    assert "5678" not in json.dumps(list(a.log.iter_ops()))
+
+
 def test_a_remote_op_too_far_ahead_is_held_with_the_skew(pair):
     """(Was refused with ClockSkew, which stopped the round; tests/test_clock_skew.py has the rest.)"""
     from brandmind import replication
