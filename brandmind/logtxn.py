@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from .clock import CLOCK_HINT, HLC, hlc_key, skewed_by, span
 from .errors import ClockSkew
-from .logvalues import dumps, loads, pack  # noqa: F401  (oplog imports dumps/loads from here)
+from .logvalues import PACKED_AFTER, dumps, loads, pack, pack_after, plain  # noqa: F401  (oplog imports dumps/loads from here)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .oplog import OpLog
@@ -86,6 +86,30 @@ def held_in(cur: Any, prefix: bytes = HELD) -> list[tuple[str, int, dict]]:
 BEAD_REF = b"\x02"
 
 
+AFTER = bytes((PACKED_AFTER,))
+
+
+def before_key(key: bytes) -> bytes | None:
+    """The ops key of the op before the one under ``key`` in its replica's stream (None: the first)."""
+    seq = int.from_bytes(key[-8:], "big")
+    return key[:-8] + u64(seq - 1) if seq > 1 else None
+
+
+def op_json(txn: Any, ops_db: Any, key: bytes | memoryview, raw: bytes | memoryview) -> bytes:
+    """The JSON bytes of the op stored under ``key`` as ``raw`` (a ``PACKED_AFTER`` value is
+    read with the op before it, which never is one itself: logvalues).  Damage raises ValueError."""
+    if raw[:1] != AFTER:
+        return plain(raw)
+    k = before_key(bytes(key))
+    prev = txn.get(k, db=ops_db) if k is not None else None
+    return plain(raw, plain(prev) if prev is not None and prev[:1] != AFTER else None)
+
+
+def op_in(txn: Any, ops_db: Any, key: bytes | memoryview, raw: bytes | memoryview) -> dict:
+    """The op stored under ``key`` as ``raw`` (:func:`op_json`)."""
+    return loads(op_json(txn, ops_db, key, raw))
+
+
 def bead_in(txn: Any, ops_db: Any, raw: bytes | memoryview | None) -> dict | None:
     """The bead a ``beads`` value holds: the value itself (a store from before refs) or the
     bead of the op a ``BEAD_REF`` names (None when that op is gone or no longer carries it,
@@ -94,8 +118,9 @@ def bead_in(txn: Any, ops_db: Any, raw: bytes | memoryview | None) -> dict | Non
         return None
     if raw[:1] != BEAD_REF:
         return loads(raw)
-    op_raw = txn.get(bytes(raw[1:]), db=ops_db)
-    payload = loads(op_raw).get("payload") if op_raw is not None else None
+    key = bytes(raw[1:])
+    op_raw = txn.get(key, db=ops_db)
+    payload = op_in(txn, ops_db, key, op_raw).get("payload") if op_raw is not None else None
     bead = payload.get("bead") if isinstance(payload, dict) else None
     return bead if isinstance(bead, dict) else None
 
@@ -160,7 +185,7 @@ class LogTxn:
         hlc = HLC(last.wall_ms, last.counter, replica).tick(now_ms)
         op = {"id": f"{replica}:{seq}", "hlc": hlc.encode(), "kind": kind, "payload": payload}
         key = replica.encode() + b"\0" + u64(seq)
-        self._put_end(key, pack(op), self.db["ops"])
+        self._put_end(key, self._pack_op(key, op), self.db["ops"])
         arrival = self._meta_int(b"next_arrival")
         self._put_end(u64(arrival), key, self.db["order"])
         self.txn.put(b"next_seq", u64(seq + 1), db=meta)
@@ -194,14 +219,24 @@ class LogTxn:
         return self.txn.get(op_key(replica, seq), db=self.db["ops"]) is not None
 
     def stored_op(self, replica: str, seq: int) -> dict | None:
-        raw = self.txn.get(op_key(replica, seq), db=self.db["ops"])
-        return loads(raw) if raw is not None else None
+        key = op_key(replica, seq)
+        raw = self.txn.get(key, db=self.db["ops"])
+        return op_in(self.txn, self.db["ops"], key, raw) if raw is not None else None
+
+    def _pack_op(self, key: bytes, op: dict) -> bytes:
+        """The stored form of the op going under ``key``: packed after the op before it in its
+        replica's stream when that is here and not itself packed so (logvalues.PACKED_AFTER)."""
+        k = before_key(key)
+        prev = self.txn.get(k, db=self.db["ops"]) if k is not None else None
+        if prev is None or prev[:1] == AFTER:
+            return pack(op)
+        return pack_after(op, plain(prev))
 
     def put_received(self, replica: str, seq: int, op: dict, arrival: int) -> None:
         """Store a received op under arrival number ``arrival`` (kept in ``fresh`` when the
         caller asked for it)."""
         key = op_key(replica, seq)
-        self._put_end(key, pack(op), self.db["ops"])
+        self._put_end(key, self._pack_op(key, op), self.db["ops"])
         self._put_end(u64(arrival), key, self.db["order"])
         if self.fresh is not None:
             self.fresh[key] = (arrival, op)
@@ -263,20 +298,26 @@ class LogTxn:
         """Replace the payload of an earlier op (used by forget, so text does not linger in the log)."""
         replica, seq = op_id.rsplit(":", 1)
         key = op_key(replica, int(seq))
-        raw = self.txn.get(key, db=self.db["ops"])
+        ops = self.db["ops"]
+        raw = self.txn.get(key, db=ops)
         if raw is None:
             return
-        op = loads(raw)
+        op = op_in(self.txn, ops, key, raw)
+        after = op_key(replica, int(seq) + 1)
+        raw_after = self.txn.get(after, db=ops)
+        if raw_after is not None and raw_after[:1] == AFTER:  # read with this op: made whole first
+            self.txn.put(after, pack(op_in(self.txn, ops, after, raw_after)), db=ops)
         self.scrub = True
         op["payload"] = payload
-        self.txn.put(key, pack(op), db=self.db["ops"])
+        self.txn.put(key, pack(op), db=ops)
         if self.fresh is not None and key in self.fresh:
             self.fresh[key] = (self.fresh[key][0], op)
 
     def iter_ops(self) -> Iterator[tuple[str, dict]]:
         """Every op in the log (all replicas' streams) as seen by this transaction: (op id, op)."""
-        for _, raw in self.txn.cursor(db=self.db["ops"]):
-            op = loads(raw)
+        ops = self.db["ops"]
+        for key, raw in self.txn.cursor(db=ops):
+            op = op_in(self.txn, ops, key, raw)
             yield op["id"], op
 
     def ops_after(self, arrival: int) -> Iterator[dict]:
@@ -284,10 +325,11 @@ class LogTxn:
         cur = self.txn.cursor(db=self.db["order"])
         if not cur.set_range(u64(arrival + 1)):
             return
+        ops = self.db["ops"]
         for _, key in cur:
-            raw = self.txn.get(key, db=self.db["ops"])
+            raw = self.txn.get(key, db=ops)
             if raw is not None:
-                yield loads(raw)
+                yield op_in(self.txn, ops, key, raw)
 
     # -- LMDB projections -----------------------------------------------------
     def put_bead(self, bead: dict, op_id: str) -> None:

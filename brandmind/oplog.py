@@ -10,7 +10,9 @@ preset dictionary; brandmind/logvalues.py); ``loads`` reads packed and plain ali
 Named databases in ``log.lmdb``:
 
 ``meta``       replica id, next sequence number, next arrival number, last HLC
-``ops``        ``replica \\0 seq(8 BE)`` -> packed op JSON (one stream per replica)
+``ops``        ``replica \\0 seq(8 BE)`` -> packed op JSON (one stream per replica; an op may
+               be packed after the op before it in its stream: read it with
+               ``logtxn.op_in``, never ``loads`` alone)
 ``order``      ``arrival(8 BE)`` -> ops key: the order ops reached this store;
                the SQLite projection remembers the last arrival it applied
 ``beads``      bead id -> ``BEAD_REF`` + the ops key of the bead.add op that carries the
@@ -60,7 +62,7 @@ from .clock import new_id
 from .errors import StoreCorrupt, StoreMissing
 from .lmdbscrub import scrub as scrub_file
 from .logvalues import plain
-from .logtxn import (BEAD_REF, CLOCK_MARK, HELD, JOB, LogTxn, bead_in, dumps, held_in, held_key, loads, op_key,  # noqa: F401
+from .logtxn import (BEAD_REF, CLOCK_MARK, HELD, JOB, LogTxn, bead_in, dumps, held_in, held_key, loads, op_in, op_json, op_key,  # noqa: F401
                      text_key, u64, version_vector_in)
 
 SCHEMA = 1
@@ -301,7 +303,7 @@ class OpLog:
             for key, opkey in cur:
                 n = int.from_bytes(key, "big")
                 op = known.get(n)
-                yield n, op if op is not None else loads(txn.get(opkey, db=ops))
+                yield n, op if op is not None else op_in(txn, ops, opkey, txn.get(opkey, db=ops))
 
     def count(self, name: str) -> int:
         with self.read() as txn:
@@ -427,15 +429,16 @@ class OpLog:
                     break
                 if int.from_bytes(key[-8:], "big") != expect:
                     break
-                out.append(loads(cur.value()))
+                out.append(op_in(txn, self.db["ops"], key, cur.value()))
                 expect += 1
                 ok = cur.next()
         return out
 
     def get_op(self, replica: str, seq: int) -> dict | None:
         with self.read() as txn:
-            raw = txn.get(op_key(replica, seq), db=self.db["ops"])
-        return loads(raw) if raw else None
+            key = op_key(replica, seq)
+            raw = txn.get(key, db=self.db["ops"])
+            return op_in(txn, self.db["ops"], key, raw) if raw else None
 
     # -- ops held back for clock skew (brandmind/held.py) ----------------------------------
     def has_held(self) -> bool:
@@ -474,8 +477,13 @@ class OpLog:
         with self.read() as txn:
             ops = self.db["ops"]
             for _, raw in txn.cursor(db=self.db["beads"]):
-                held = txn.get(bytes(raw[1:]), db=ops) if raw[:1] == BEAD_REF else raw
-                if held is not None and b'"blob"' in plain(held):  # most hold none: no JSON parse
+                if raw[:1] == BEAD_REF:
+                    key = bytes(raw[1:])
+                    held = txn.get(key, db=ops)
+                    text = op_json(txn, ops, key, held) if held is not None else b""
+                else:
+                    text = plain(raw)
+                if b'"blob"' in text:  # most hold none: no JSON parse
                     bead = bead_in(txn, ops, raw)
                     if bead is not None and bead.get("blob"):
                         out.append(bead)

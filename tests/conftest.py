@@ -283,3 +283,28 @@ def assert_error(res: Result, code: int = 1, *words: str) -> str:
     for word in words:
         assert word in line, (word, line)
     return line
+
+
+def inflated_after(data: bytes, befores: list[bytes]) -> list[bytes]:
+    """Every op packed after the op before it (``PACKED_AFTER``, brandmind/logvalues.py) found
+    anywhere in ``data``, live or in a free page, inflated: each 0x03 byte is tried as one, with
+    each of ``befores`` (the plain ops found, one of them its predecessor) as that op."""
+    import zlib
+
+    from brandmind.logvalues import DICTIONARY_V1
+
+    out = []
+    at = data.find(b"\x03")
+    while at >= 0:
+        chunk = data[at + 1:at + 1 + 65536]
+        for before in befores:  # a wrong one can inflate too, even into JSON: every one is kept
+            try:
+                d = zlib.decompressobj(-15, DICTIONARY_V1 + before)
+                text = d.decompress(chunk, 1 << 20)
+                if d.eof and text[:1] == b"{":
+                    json.loads(text)
+                    out.append(text)
+            except (zlib.error, ValueError):
+                continue
+        at = data.find(b"\x03", at + 1)
+    return out

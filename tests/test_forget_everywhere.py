@@ -15,7 +15,7 @@ import pytest
 from brandmind.logvalues import DICTIONARY_V1
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import assert_error, open_memory, run_bm  # noqa: E402
+from conftest import assert_error, inflated_after, open_memory, run_bm  # noqa: E402
 
 SECRET = "quokka-8812"
 
@@ -42,7 +42,7 @@ def inflated(data: bytes) -> bytes:
         if len(text) >= 8 and text[:1] in (b"{", b"["):
             out.append(text)
         at = data.find(b"\x01", at + 1)
-    return b"\n".join(out)
+    return b"\n".join(out + inflated_after(data, out))
 
 
 def files_holding(home: Path, *words: str) -> list[str]:

@@ -64,6 +64,7 @@ def test_a_damaged_packed_value_is_a_value_error(damage):
 def test_a_log_written_plain_opens_and_rebuilds_to_the_same_store(store, monkeypatch):
     with monkeypatch.context() as patch:
         patch.setattr(logtxn, "pack", dumps)  # the log as an older bm wrote it
+        patch.setattr(logtxn, "pack_after", lambda obj, before: dumps(obj))
         with open_memory() as mem:
             mem.ingest([{"role": "user", "content": "the boat is moored at pier nine", "speaker": "Ann"}], user="ann")
             mem.remember("Ann's sister lives in Porto", user="ann")
@@ -125,3 +126,81 @@ def test_a_bead_whose_op_no_longer_carries_it_reads_as_gone_not_as_an_error(stor
     with open_memory() as mem:
         assert mem.log.get_bead(first) is None
         assert [b["content"] for b in mem.beads_tail(user="ann")] == ["turn 1"]
+
+
+def _op_values(mem) -> list[tuple[bytes, bytes]]:
+    with mem.log.read() as txn:
+        return [(bytes(k), bytes(v)) for k, v in txn.cursor(db=mem.log.db["ops"])]
+
+
+def _after_rule_holds(values: list[tuple[bytes, bytes]]) -> bool:
+    """A PACKED_AFTER value always follows a value of its own replica's stream that is not one."""
+    stored = dict(values)
+    return all(stored.get(logtxn.before_key(k), logtxn.AFTER)[:1] != logtxn.AFTER
+               for k, v in values if v[:1] == logtxn.AFTER)
+
+
+def test_a_turns_memory_op_is_packed_after_its_bead_op_at_under_half_the_size(store):
+    with open_memory() as mem:
+        mem.ingest([{"role": "user", "content": f"turn {i}: the ferry to Cacilhas leaves at {i}pm from pier nine",
+                     "speaker": "Ann", "thread": "t"} for i in range(6)], user="ann")
+        values = _op_values(mem)
+        with mem.log.read() as txn:
+            ops = [logtxn.op_in(txn, mem.log.db["ops"], k, v) for k, v in values]
+    after = [(v, op) for (_, v), op in zip(values, ops) if op["kind"] == "memory.add"]
+    assert len(after) == 6 and all(v[:1] == logtxn.AFTER for v, _ in after)
+    assert all(len(v) < len(pack(op)) / 2 for v, op in after)
+    assert all(op["payload"]["text"].startswith("Ann: turn") for _, op in after)
+    assert _after_rule_holds(values)
+
+
+def test_forgetting_the_op_before_makes_the_one_after_whole_first(store):
+    with open_memory() as mem:
+        gone = mem.remember("Ann's locker code is 4417 at the harbour gym", user="ann")
+        kept = mem.remember("Ann's sister keeps the spare key at the harbour gym", user="ann")
+        (k1, v1), (k2, v2) = [kv for kv in _op_values(mem)][-2:]
+        assert v2[:1] == logtxn.AFTER and logtxn.before_key(k2) == k1  # packed with the first
+        mem.forget(gone["id"])
+        stored = dict(_op_values(mem))
+        assert stored[k2][:1] == bytes((logvalues.PACKED_V1,))  # whole again, before k1 changed
+        assert b"4417" not in plain(stored[k1])
+        assert mem.get(kept["id"])["text"] == kept["text"]
+        assert [m["text"] for m in mem.list_memories(user="ann")] == [kept["text"]]
+        assert _after_rule_holds(list(stored.items()))
+
+
+def test_property_ops_read_back_whatever_is_added_and_forgotten():
+    """Any run of remembers and forgets: every op reads back as the log holds it (every kept
+    memory's add carries its text, every forgotten one's none), the after-rule holds, and a
+    reopened store holds the same memories."""
+    import tempfile
+
+    from hypothesis import HealthCheck
+
+    from brandmind.memory import Memory
+
+    @settings(max_examples=25, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(st.lists(st.one_of(st.tuples(st.just("add"), st.integers(0, 10 ** 6)),
+                              st.tuples(st.just("forget"), st.integers(0, 30))), min_size=1, max_size=14))
+    def check(actions):
+        with tempfile.TemporaryDirectory() as tmp:
+            live: dict[str, str] = {}
+            with Memory(home=Path(tmp), create=True) as mem:
+                for act, n in actions:
+                    if act == "add":
+                        m = mem.remember(f"note {n}: the tide table for pier {n % 97}", user="ann")
+                        live[m["id"]] = m["text"]
+                    elif live:
+                        victim = sorted(live)[n % len(live)]
+                        mem.forget(victim)
+                        del live[victim]
+                adds = [op["payload"] for op in mem.log.iter_ops() if op["kind"] == "memory.add"]
+                assert {p["id"]: p["text"] for p in adds if not p.get("redacted")} == live
+                assert _after_rule_holds(_op_values(mem))
+            with Memory(home=Path(tmp)) as mem:
+                assert sorted(m["text"] for m in mem.list_memories(user="ann")) == sorted(live.values())
+                mem.admin.rebuild()
+                assert sorted(m["text"] for m in mem.list_memories(user="ann")) == sorted(live.values())
+
+    check()

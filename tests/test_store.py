@@ -21,6 +21,7 @@ import brandmind
 import brandmind.ingesting  # noqa: F401  (bound to the real clock before any test patches it)
 import brandmind.memory  # noqa: F401
 from brandmind import clock, projection
+from brandmind.logtxn import op_json
 from brandmind.logvalues import plain
 from brandmind.config import Config
 from brandmind.errors import BMError, InvalidInput, ModelMismatch, NotFound
@@ -66,9 +67,10 @@ def lmdb_dump(mem) -> bytes:
     inflated: brandmind/logvalues.py)."""
     out = bytearray()
     with mem.log.read() as txn:
+        ops = mem.log.db["ops"]
         for db in mem.log.db.values():
             for key, value in txn.cursor(db=db):
-                out += key + b"\n" + _inflate(value) + b"\n"
+                out += key + b"\n" + (op_json(txn, ops, key, value) if db == ops else _inflate(value)) + b"\n"
     return bytes(out)
 
 

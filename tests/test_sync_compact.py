@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import assert_error  # noqa: E402
+from conftest import assert_error, inflated_after  # noqa: E402
 from seaweed import SKIP_REASON, start_seaweed, weed_path  # noqa: E402
 
 from brandmind.logvalues import DICTIONARY_V1  # noqa: E402
@@ -122,7 +122,7 @@ def inflated(data: bytes) -> bytes:
             if len(text) >= 8:
                 out.append(text)
             at = data.find(marker, at + 1)
-    return b"\n".join(out)
+    return b"\n".join(out + inflated_after(data, [t for t in out if t[:1] == b"{"]))
 
 
 def plaintexts(sw, bucket: str, *mems) -> dict[str, bytes]:
