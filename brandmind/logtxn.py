@@ -268,8 +268,16 @@ class LogTxn:
         return bytes(raw).decode() if raw is not None else None
 
     def bead_add_op(self, bead_id: str) -> str | None:
+        """The id of a bead's add op: from its ref while it is stored (a bead stored whole by an
+        older version, or one deleted since, has a ``bo`` entry: :meth:`delete_bead`)."""
         raw = self.txn.get(b"bo\0" + bead_id.encode(), db=self.db["sync"])
-        return bytes(raw).decode() if raw is not None else None
+        if raw is not None:
+            return bytes(raw).decode()
+        ref = self.txn.get(bead_id.encode(), db=self.db["beads"])
+        if ref is None or ref[:1] != BEAD_REF:
+            return None
+        key = bytes(ref[1:])
+        return f"{key[:-9].decode()}:{int.from_bytes(key[-8:], 'big')}"
 
     # -- ops held back for clock skew (brandmind/held.py) ----------------------------------
     def first_held(self, replica: str) -> int | None:
@@ -343,6 +351,11 @@ class LogTxn:
         self.delete_bead(bead)
 
     def delete_bead(self, bead: dict) -> None:
+        """The bead leaves the projections; the id of its add op is kept (``bo``) for a
+        forget of it arriving later (its ref, which named the op, goes)."""
+        op_id = self.bead_add_op(bead["id"])
+        if op_id is not None:
+            self.note_bead_op(bead["id"], op_id)
         self.txn.delete(bead["id"].encode(), db=self.db["beads"])
         self.txn.delete(bead_time_key(bead), db=self.db["bead_time"])
         if bead.get("key"):
@@ -359,8 +372,7 @@ class LogTxn:
         self.txn.put(key.encode(), bead_id.encode(), db=self.db["bead_keys"])
 
     def note_bead_op(self, bead_id: str, op_id: str) -> None:
-        """The id of a bead's add op: a bead.forget redacts it, and a user.forget removes only
-        beads whose op was stamped before it (:meth:`bead_hlc`)."""
+        """Keep the id of a deleted bead's add op (a bead.forget arriving later redacts it)."""
         self.txn.put(b"bo\0" + bead_id.encode(), op_id.encode(), db=self.db["sync"])
 
     def bead_hlc(self, bead_id: str) -> str | None:

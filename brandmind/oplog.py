@@ -34,9 +34,9 @@ Named databases in ``log.lmdb``:
                forget that removed them (remove wins for ops arriving later);
                ``fb\\0<bead>`` likewise for a forgotten bead (brandmind/logforget.py);
                ``ma\\0<memory>`` -> op id of a received memory.add; ``bo\\0<bead>`` -> the op
-               id of the bead's add (a bead forget redacts it; a user forget removes only
-               beads whose op was stamped before it; stores before 2026-11-29 also keep
-               ``bh\\0<bead>`` -> that op's HLC key, still read); ``ho\\0<replica>\\0<seq>``
+               id of a deleted bead's add (a bead forget arriving later redacts it; a stored
+               bead's ref names its op; stores before 2026-11-29 keep ``bo`` for every bead
+               and ``bh\\0<bead>`` -> its op's HLC key, still read); ``ho\\0<replica>\\0<seq>``
                -> an op held back for clock skew (brandmind/held.py)
 ``jobs``       this device's queue of work for later, written in the same transaction as
                what it is about (brandmind/backlog.py: extraction after an ingest accepted

@@ -530,11 +530,10 @@ def redact_unchanged(op: dict) -> dict:
 
 # -- apply_log: the LMDB projections (beads and their dedup keys) -----------------------------------
 def apply_bead_add(txn: "LogTxn", op: dict, hk: str) -> None:
-    """A message key maps to the smallest bead id holding it; the bead's op id is kept for a
-    ``bead.forget`` or ``user.forget`` that arrives later."""
+    """A message key maps to the smallest bead id holding it; the bead is kept as a ref to its
+    op (whose id and HLC a ``bead.forget`` or ``user.forget`` arriving later reads)."""
     bead = op["payload"]["bead"]
     txn.put_bead(bead, op["id"])
-    txn.note_bead_op(bead["id"], op["id"])
     if bead.get("key"):
         known = txn.bead_for_key(bead["key"])
         if known is None or bead["id"] < known or txn.get_bead(known) is None:

@@ -204,3 +204,18 @@ def test_property_ops_read_back_whatever_is_added_and_forgotten():
                 assert sorted(m["text"] for m in mem.list_memories(user="ann")) == sorted(live.values())
 
     check()
+
+
+def test_a_beads_add_op_is_found_through_its_ref_and_still_after_the_bead_is_gone(store):
+    with open_memory() as mem:
+        mem.ingest([{"role": "user", "content": f"turn {i} about the ferry", "speaker": "Ann"} for i in range(3)],
+                   user="ann")
+        with mem.log.read() as txn:  # no second entry per bead: the ref names the op
+            assert not [k for k, _ in txn.cursor(db=mem.log.db["sync"]) if bytes(k).startswith((b"bo\0", b"bh\0"))]
+        adds = {o["payload"]["bead"]["id"]: o["id"] for o in mem.log.iter_ops() if o["kind"] == "bead.add"}
+        with mem.log.write() as t:
+            assert {b: t.bead_add_op(b) for b in adds} == adds
+        mem.forget_user("ann")  # the beads go; a bead.forget arriving later still finds each add
+        with mem.log.write() as t:
+            assert all(t.get_bead(b) is None for b in adds)
+            assert {b: t.bead_add_op(b) for b in adds} == adds
