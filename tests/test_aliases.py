@@ -119,3 +119,33 @@ def test_another_users_turns_with_the_word_do_not_crowd_the_users_out(store) -> 
                     for i in range(80)], user="bob")
         assert mem.store.searcher.speakers_named("What are Kate's hobbies?", "default")[1] == ["Emi"]
         assert mem.store.searcher.speakers_named("What did Kate knock over?", "bob")[1] == []
+
+
+def test_names_stay_known_across_writes_and_follow_the_rows_added(store, monkeypatch) -> None:
+    """An agent loop writes a turn before each query: the speakers, and the names they are
+    called by, are kept across writes and brought up to date from the rows added (a new
+    speaker is known at once, a word said again is looked at again), not read anew from every
+    row of the user's."""
+    from brandmind.storage import search
+
+    def turn(i: int, who: str, text: str, thread: str = "chat") -> dict:
+        return {"role": "user", "speaker": who, "content": text, "thread": thread, "ts": f"2026-03-01T10:{i:02d}:00Z"}
+
+    with Memory() as mem:
+        s = mem.store.searcher
+        mem.ingest([turn(0, "Emi", "Morning! Back from the mountains."),
+                    turn(1, "Elise", "Hey Kate! How was your weekend?"),
+                    turn(2, "Emi", "Lovely, I went skiing in the Alps."),
+                    turn(3, "Elise", "Thank you, Kate. That photo is beautiful."),
+                    turn(4, "Emi", "My favourite hobby is pottery.")])
+        assert s.speakers_named("What are Kate's hobbies?", "default")[1] == []  # two addresses: not yet
+        calls: list[int] = []
+        real = search.speakers
+        monkeypatch.setattr(search, "speakers", lambda sql, user, after=0: calls.append(after) or real(sql, user, after))
+        mem.ingest([turn(5, "Zed", "Zed here, I just joined.", thread="other")])
+        assert s.speakers_named("What did Zed say?", "default")[1] == ["Zed"]
+        assert calls and all(after > 0 for after in calls)  # only the rows added were read
+        mem.ingest([turn(6, "Elise", "What about you Kate?"), turn(7, "Emi", "Pottery, as always.")])
+        assert s.speakers_named("What are Kate's hobbies?", "default") == ("What are Emi's hobbies?", ["Emi"])
+        mem.forget(mem.recall("Zed here, I just joined.", k=1)[0]["id"])  # a delete: read anew
+        assert s.speakers_named("What did Zed say?", "default")[1] == [] and calls[-1] == 0

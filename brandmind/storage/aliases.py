@@ -93,6 +93,13 @@ def spoken_to(index: "RecallIndex", rowid: int, steps: int = 8) -> str | None:
     return None
 
 
+def said_since(sql: "SQLStore", word: str, rowid: int) -> bool:
+    """Whether a row past ``rowid`` holds ``word`` (as FTS5 finds it: what
+    :func:`speaker_called` reads)."""
+    return sql.conn.execute("SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? AND rowid > ? LIMIT 1",
+                            ('"' + word.lower() + '"', rowid)).fetchone() is not None
+
+
 def speaker_called(sql: "SQLStore", index: "RecallIndex", user: str, word: str) -> str | None:
     """The speaker the user's conversations call ``word`` (see the module doc), or None.
     A text said more than once counts once."""

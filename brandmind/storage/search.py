@@ -65,10 +65,21 @@ def data_version(sql: "SQLStore") -> int:
     return sql.conn.execute("PRAGMA data_version").fetchone()[0]
 
 
-def speakers(sql: "SQLStore", user: str) -> list[str]:
-    """The speakers of the user's conversations."""
-    return [r[0] for r in sql.conn.execute(
-        "SELECT DISTINCT speaker FROM memories WHERE user_id = ? AND speaker IS NOT NULL", (user,))]
+def speakers(sql: "SQLStore", user: str, after: int = 0) -> list[str]:
+    """The speakers of the user's conversations (of its rows past rowid ``after``: by rowid,
+    "+user_id" keeping SQLite off the user's whole index), sorted."""
+    if not after:
+        sql_text = "SELECT DISTINCT speaker FROM memories WHERE user_id = ? AND speaker IS NOT NULL"
+        return sorted(r[0] for r in sql.conn.execute(sql_text, (user,)))
+    return sorted(r[0] for r in sql.conn.execute(
+        "SELECT DISTINCT speaker FROM memories WHERE rowid > ? AND +user_id = ? AND speaker IS NOT NULL", (after, user)))
+
+
+def stamp(sql: "SQLStore") -> tuple[int, int]:
+    """(the highest rowid of ``memories``, the last ``mem_changes`` seq): rows past the first
+    are new; the second moves when a row is updated or deleted (recallsql's triggers)."""
+    return sql.conn.execute("SELECT (SELECT coalesce(max(rowid), 0) FROM memories), "
+                            "(SELECT coalesce(max(seq), 0) FROM mem_changes)").fetchone()
 
 
 def named_in(text: str, names: list[str]) -> list[str]:
@@ -222,8 +233,10 @@ class SearchIndex:
         self.index: RecallIndex | None = None
         self.index_path = sql.path.with_name("recall.idx")  # beside memory.sqlite
         self._data_version: int | None = None
-        self._speakers: dict[str, tuple[int, list[str]]] = {}
-        self._aliases: dict[tuple[str, str], tuple[int, str | None]] = {}  # (user, word) -> speaker
+        # user -> (stamp, speakers); (user, word) -> (stamp, speaker or None): kept across
+        # writes, brought up to date by the rows added since (a change or delete: made anew)
+        self._speakers: dict[str, tuple[tuple[int, int], list[str]]] = {}
+        self._aliases: dict[tuple[str, str], tuple[tuple[int, int], str | None]] = {}
         self._stale = True
         self._graph_empty: tuple[int, bool] | None = None
         self._access: dict[str, list[int]] = {}  # id -> [hits, last ms] not written yet
@@ -233,8 +246,6 @@ class SearchIndex:
         (SQLite's data_version only moves for other connections' commits)."""
         self._stale = True
         self._graph_empty = None
-        self._speakers.clear()
-        self._aliases.clear()
 
     def close(self) -> None:
         """Write the access counts, and the recall index file if this process caught up well beyond it."""
@@ -345,28 +356,35 @@ class SearchIndex:
         names = self._speaker_names(user)
         if not names:
             return {}
-        version = data_version(self.sql)
+        now = stamp(self.sql)
         said = {w for ws in mentions(text, names).values() for w in ws}
         out = {}
         for word in aliases.candidates(text, said):
             key = (user, word)
             hit = self._aliases.get(key)
-            if hit is None or hit[0] != version:
+            if hit is not None and hit[0] != now and hit[0][1] == now[1] and not aliases.said_since(self.sql, word, hit[0][0]):
+                hit = self._aliases[key] = (now, hit[1])  # only rows without the word were added
+            if hit is None or hit[0] != now:
                 if len(self._aliases) > 256:
                     self._aliases.clear()
-                hit = self._aliases[key] = (version, aliases.speaker_called(self.sql, self.recall_index(), user, word))
+                hit = self._aliases[key] = (now, aliases.speaker_called(self.sql, self.recall_index(), user, word))
             if hit[1] is not None:
                 out[word] = hit[1]
         return out
 
     def _speaker_names(self, user: str) -> list[str]:
-        version = data_version(self.sql)
+        """The user's speakers, kept across writes: rows added since add theirs (an agent
+        loop writes a turn before each query); a change or delete makes the list anew."""
+        now = stamp(self.sql)
         cached = self._speakers.get(user)
-        if cached is None or cached[0] != version:
+        if cached is not None and cached[0] != now and cached[0][1] == now[1]:
+            more = [n for n in speakers(self.sql, user, after=cached[0][0]) if n not in cached[1]]
+            cached = self._speakers[user] = (now, sorted(cached[1] + more) if more else cached[1])
+        if cached is None or cached[0] != now:
             _name_table.cache_clear()  # (no forgotten speaker's name kept in a process either)
             names = speakers(self.sql, user)
             if len(self._speakers) > 64:
                 self._speakers.clear()
                 self._aliases.clear()
-            cached = self._speakers[user] = (version, names)
+            cached = self._speakers[user] = (now, names)
         return cached[1]
