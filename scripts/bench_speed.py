@@ -740,7 +740,37 @@ def bench_scale(home: Path, docs: str, cache_dir: Path, questions: list[str], n:
             "p95_ratio": pct(lat, 95) / pct(floor, 95), "p50_ratio": statistics.median(lat) / statistics.median(floor),
             "floor_load_s": floor_load, "vector_recall_at_10": vec_recall,
             "vector_recall_at_10_within_1e-3": vec_recall_near,
-            "process_rss_mb": rss_after, "rss_before_mb": rss0, "disk": {**disk_usage(home), "sqlite_tables": disk_sql}}
+            "process_rss_mb": rss_after, "rss_before_mb": rss0, "disk": {**disk_usage(home), "sqlite_tables": disk_sql},
+            **(bench_loop(home, docs, cache_dir, questions[1:LOOP_TURNS + 1], k) if count <= LOOP_MAX else {})}
+
+
+LOOP_TURNS, LOOP_MAX = 60, 100_000  # the agent-loop part: turns, and the largest store it copies
+
+
+def bench_loop(home: Path, docs: str, cache_dir: Path, questions: list[str], k: int) -> dict:
+    """An agent's turns, as a live loop runs them: write the user's message (``Memory.ingest``
+    of one turn), then recall for it, each timed; on a copy of the store (the cached one stays
+    as built), in this process after the main part (the model loaded, the caches warm)."""
+    from brandmind.memory import Memory
+
+    copy = cache_dir / f"loop-{home.name}"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(home, copy)
+    write, read = [], []
+    try:
+        with Memory(copy, **({"embedder": HashDocsRealQueries(cache_dir)} if docs == "hash" else {})) as mem:
+            mem.recall(questions[0], k=k)
+            for i, q in enumerate(questions):
+                t0 = time.perf_counter()
+                mem.ingest([{"role": "user", "speaker": "bench-user", "content": q, "thread": "bench-loop"}])
+                t1 = time.perf_counter()
+                if not mem.recall(q, k=k):
+                    raise SystemExit(f"bench: recall {q!r} returned nothing in the loop")
+                write.append((t1 - t0) * 1000)
+                read.append((time.perf_counter() - t1) * 1000)
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+    return {"loop_ingest_ms": stats(write), "loop_recall_ms": stats(read)}
 
 
 def disk_usage(home: Path) -> dict:
@@ -1128,6 +1158,10 @@ def recall_rows(size: int, rc: dict) -> list[tuple]:
          f"p50 {rc['context_ms']['median']:.1f} ms, p95 {rc['context_ms']['p95']:.1f} ms",
          f"p95 <= {CONTEXT_TARGETS[size]:.0f} ms" if size in CONTEXT_TARGETS else "",
          rc["context_ms"]["p95"] <= CONTEXT_TARGETS[size] if size in CONTEXT_TARGETS else None),
+        *([(f"  {size:,}: an agent turn, {rc['loop_recall_ms']['n']} in a row on a copy: `Memory.ingest` of the "
+            f"message, then `Memory.recall` for it", f"recall p50 {rc['loop_recall_ms']['median']:.1f} ms, p95 "
+            f"{rc['loop_recall_ms']['p95']:.1f} ms; ingest p50 {rc['loop_ingest_ms']['median']:.1f} ms", "", None)]
+          if "loop_recall_ms" in rc else []),
         (f"  {size:,}: recall@10 of `vector_candidates` vs the exact scan", f"{rc['vector_recall_at_10']:.3f}", ">= 0.99",
          rc["vector_recall_at_10"] >= 0.99),
         (f"  {size:,}: the same, counting a near tie (ann-benchmarks' k-nn recall: exact cosine within "
