@@ -13,8 +13,8 @@ earlier turn of the same thread by someone else.  The word is that speaker's ali
 speaker has at least ``MIN_VOTES`` votes, two thirds of them, and at least ``MIN_SHARE`` of
 the turns holding the word are such addresses: a place or a third person named in passing
 ("we met Kate at the station") is rarely addressed.  Computed when a query asks, from the
-live turns only (a forgotten turn no longer votes); cached by the search index until the
-store changes.
+live turns only (a forgotten turn no longer votes); cached by the search index until a row
+holding the word is added (:func:`said_since`) or any row changes or goes.
 """
 from __future__ import annotations
 
