@@ -170,6 +170,9 @@ MIGRATIONS: list[tuple[str, Any]] = [
     # vectors kept as int8, one scale per vector (a quarter of float32; recall@10 against
     # float32 measured by scripts/bench_speed.py): a float32 table is rewritten in batches
     ("0017_vec_int8", lambda dim: [_vec_int8]),
+    # a count of the changes that can take a speaker's name away: the search index keeps the
+    # speakers' names across the writes of an agent loop until it moves (storage/search.py)
+    ("0018_name_changes", lambda dim: list(recallindex_schema.NAME_SCHEMA)),
 ]
 
 # tables that hold this device's own state, not a projection of the op log

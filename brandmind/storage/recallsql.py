@@ -30,6 +30,17 @@ SCHEMA = (
     "DROP TABLE IF EXISTS vec_late",  # what the in-memory matrix read before this index
 )
 
+# A counter of the changes that can take a speaker's name away (a memory deleted, or its
+# meta or user changed; not the late vectors mem_changes also lists): the search index keeps
+# the speakers and their other names across writes until it moves (storage/search.py ``stamp``).
+NAME_SCHEMA = (
+    "CREATE TABLE name_changes(n INTEGER NOT NULL)",
+    "INSERT INTO name_changes VALUES(0)",
+    "CREATE TRIGGER name_changes_update AFTER UPDATE OF meta, user_id ON memories BEGIN "
+    "UPDATE name_changes SET n = n + 1; END",
+    "CREATE TRIGGER name_changes_delete AFTER DELETE ON memories BEGIN UPDATE name_changes SET n = n + 1; END",
+)
+
 ROW_SQL = ("SELECT m.rowid, m.user_id, coalesce(m.agent_id, ''), m.type, m.created_at, m.valid_from, m.valid_to, "
            "m.retired_at, m.importance, m.thread, m.episode, m.speaker, coalesce(m.text, '') FROM memories m")
 

@@ -76,10 +76,11 @@ def speakers(sql: "SQLStore", user: str, after: int = 0) -> list[str]:
 
 
 def stamp(sql: "SQLStore") -> tuple[int, int]:
-    """(the highest rowid of ``memories``, the last ``mem_changes`` seq): rows past the first
-    are new; the second moves when a row is updated or deleted (recallsql's triggers)."""
+    """(the highest rowid of ``memories``, the count of changes that can take a name away):
+    rows past the first are new; the second moves when a memory is deleted or its meta or user
+    changes (recallsql.NAME_SCHEMA's triggers; not when a late vector lands)."""
     return sql.conn.execute("SELECT (SELECT coalesce(max(rowid), 0) FROM memories), "
-                            "(SELECT coalesce(max(seq), 0) FROM mem_changes)").fetchone()
+                            "(SELECT n FROM name_changes)").fetchone()
 
 
 def named_in(text: str, names: list[str]) -> list[str]:
