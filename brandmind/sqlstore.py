@@ -137,7 +137,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     # conversation structure for recall: a raw turn's thread, episode (a run of turns with
     # no long gap, see ingest) and speaker, read from its meta; virtual, so nothing is stored twice
     ("0004_turns", lambda dim: _turn_schema()),
-    # recall takes the user's most important memories as candidates
+    # recall takes the user's most important memories as candidates (dropped by 0019)
     ("0005_importance", lambda dim: ["CREATE INDEX memories_importance ON memories(user_id, importance)"]),
     # core memory blocks: merged CRDT state and text, define and update ops (brandmind/blocks.py)
     ("0006_blocks", lambda dim: _blocks_schema()),
@@ -173,6 +173,9 @@ MIGRATIONS: list[tuple[str, Any]] = [
     # a count of the changes that can take a speaker's name away: the search index keeps the
     # speakers' names across the writes of an agent loop until it moves (storage/search.py)
     ("0018_name_changes", lambda dim: list(recallindex_schema.NAME_SCHEMA)),
+    # 0005's index: no query reads it since recall takes the important memories from the recall
+    # index's columns (storage/recallindex.py); ~27 MB and one more B-tree per insert at 1M
+    ("0019_drop_importance_index", lambda dim: ["DROP INDEX IF EXISTS memories_importance"]),
 ]
 
 # tables that hold this device's own state, not a projection of the op log
