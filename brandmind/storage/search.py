@@ -234,10 +234,12 @@ class SearchIndex:
         self.index: RecallIndex | None = None
         self.index_path = sql.path.with_name("recall.idx")  # beside memory.sqlite
         self._data_version: int | None = None
-        # user -> (stamp, speakers); (user, word) -> (stamp, speaker or None): kept across
-        # writes, brought up to date by the rows added since (a change or delete: made anew)
-        self._speakers: dict[str, tuple[tuple[int, int], list[str]]] = {}
-        self._aliases: dict[tuple[str, str], tuple[tuple[int, int], str | None]] = {}
+        # user -> (top rowid read, speakers); (user, word) -> (top rowid read, speaker or None):
+        # kept across writes, brought up to date from the rows added since; dropped whole when
+        # a change or delete moves ``name_changes`` (:meth:`_names_stamp`)
+        self._speakers: dict[str, tuple[int, list[str]]] = {}
+        self._aliases: dict[tuple[str, str], tuple[int, str | None]] = {}
+        self._name_changes: int | None = None
         self._stale = True
         self._graph_empty: tuple[int, bool] | None = None
         self._access: dict[str, list[int]] = {}  # id -> [hits, last ms] not written yet
@@ -357,18 +359,18 @@ class SearchIndex:
         names = self._speaker_names(user)
         if not names:
             return {}
-        now = stamp(self.sql)
+        top = self._names_stamp()
         said = {w for ws in mentions(text, names).values() for w in ws}
         out = {}
         for word in aliases.candidates(text, said):
             key = (user, word)
             hit = self._aliases.get(key)
-            if hit is not None and hit[0] != now and hit[0][1] == now[1] and not aliases.said_since(self.sql, word, hit[0][0]):
-                hit = self._aliases[key] = (now, hit[1])  # only rows without the word were added
-            if hit is None or hit[0] != now:
+            if hit is not None and hit[0] != top and not aliases.said_since(self.sql, word, hit[0]):
+                hit = self._aliases[key] = (top, hit[1])  # only rows without the word were added
+            if hit is None or hit[0] != top:
                 if len(self._aliases) > 256:
                     self._aliases.clear()
-                hit = self._aliases[key] = (now, aliases.speaker_called(self.sql, self.recall_index(), user, word))
+                hit = self._aliases[key] = (top, aliases.speaker_called(self.sql, self.recall_index(), user, word))
             if hit[1] is not None:
                 out[word] = hit[1]
         return out
@@ -376,16 +378,26 @@ class SearchIndex:
     def _speaker_names(self, user: str) -> list[str]:
         """The user's speakers, kept across writes: rows added since add theirs (an agent
         loop writes a turn before each query); a change or delete makes the list anew."""
-        now = stamp(self.sql)
+        top = self._names_stamp()
         cached = self._speakers.get(user)
-        if cached is not None and cached[0] != now and cached[0][1] == now[1]:
-            more = [n for n in speakers(self.sql, user, after=cached[0][0]) if n not in cached[1]]
-            cached = self._speakers[user] = (now, sorted(cached[1] + more) if more else cached[1])
-        if cached is None or cached[0] != now:
-            _name_table.cache_clear()  # (no forgotten speaker's name kept in a process either)
-            names = speakers(self.sql, user)
+        if cached is not None and cached[0] != top:
+            more = [n for n in speakers(self.sql, user, after=cached[0]) if n not in cached[1]]
+            cached = self._speakers[user] = (top, sorted(cached[1] + more) if more else cached[1])
+        if cached is None:
             if len(self._speakers) > 64:
                 self._speakers.clear()
                 self._aliases.clear()
-            cached = self._speakers[user] = (now, names)
+            cached = self._speakers[user] = (top, speakers(self.sql, user))
         return cached[1]
+
+    def _names_stamp(self) -> int:
+        """The highest rowid now; when a memory was deleted or its meta or user changed since
+        the last call, every cached speaker and name is dropped first (none of a forgotten
+        speaker's is kept in a process)."""
+        top, changes = stamp(self.sql)
+        if changes != self._name_changes:
+            self._speakers.clear()
+            self._aliases.clear()
+            _name_table.cache_clear()
+            self._name_changes = changes
+        return top
