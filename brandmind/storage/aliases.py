@@ -97,7 +97,12 @@ def said_since(sql: "SQLStore", word: str, rowid: int) -> bool:
     """Whether a row past ``rowid`` holds ``word`` (as FTS5 finds it: what
     :func:`speaker_called` reads)."""
     return sql.conn.execute("SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? AND rowid > ? LIMIT 1",
-                            ('"' + word.lower() + '"', rowid)).fetchone() is not None
+                            (_phrase(word), rowid)).fetchone() is not None
+
+
+def _phrase(word: str) -> str:
+    """``word`` as an FTS5 query of that one word."""
+    return '"' + word.lower() + '"'
 
 
 def speaker_called(sql: "SQLStore", index: "RecallIndex", user: str, word: str) -> str | None:
@@ -105,7 +110,7 @@ def speaker_called(sql: "SQLStore", index: "RecallIndex", user: str, word: str) 
     A text said more than once counts once."""
     rowids = [r[0] for r in sql.conn.execute(
         "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
-        ('"' + word.lower() + '"', SAMPLE * 8))]  # every user's: the user's newest SAMPLE among them
+        (_phrase(word), SAMPLE * 8))]  # every user's: the user's newest SAMPLE among them
     if not rowids:
         return None
     # by rowid ("+user_id": an index on user_id would have SQLite walk all the user's rows)

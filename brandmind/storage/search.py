@@ -349,17 +349,22 @@ class SearchIndex:
         """``text`` with each name its speakers are called by written as the speaker's
         ("Kate" -> "Emi": storage/aliases.py), and the speakers of the user's conversations
         that it names (:func:`named_in`)."""
-        for word, speaker in self.aliases_in(text, user).items():
+        top = self._names_stamp()
+        names = self._speaker_names(user, top)
+        for word, speaker in self._aliases_in(text, user, names, top).items():
             text = re.sub(r"(?<!\w)" + re.escape(word) + r"(?!\w)", lambda _m, name=speaker: name, text)
-        return text, named_in(text, self._speaker_names(user))
+        return text, named_in(text, names)
 
     def aliases_in(self, text: str, user: str) -> dict[str, str]:
         """word -> speaker, for the words of ``text`` that name a speaker of the user's
         conversations as the conversation calls them (storage/aliases.py)."""
-        names = self._speaker_names(user)
+        top = self._names_stamp()
+        return self._aliases_in(text, user, self._speaker_names(user, top), top)
+
+    def _aliases_in(self, text: str, user: str, names: list[str], top: int) -> dict[str, str]:
+        """:meth:`aliases_in`, given the user's speakers and the stamp read for this query."""
         if not names:
             return {}
-        top = self._names_stamp()
         said = {w for ws in mentions(text, names).values() for w in ws}
         out = {}
         for word in aliases.candidates(text, said):
@@ -375,10 +380,10 @@ class SearchIndex:
                 out[word] = hit[1]
         return out
 
-    def _speaker_names(self, user: str) -> list[str]:
+    def _speaker_names(self, user: str, top: int) -> list[str]:
         """The user's speakers, kept across writes: rows added since add theirs (an agent
-        loop writes a turn before each query); a change or delete makes the list anew."""
-        top = self._names_stamp()
+        loop writes a turn before each query); a change or delete makes the list anew.
+        ``top``: :meth:`_names_stamp`, read once for the query."""
         cached = self._speakers.get(user)
         if cached is not None and cached[0] != top:
             more = [n for n in speakers(self.sql, user, after=cached[0]) if n not in cached[1]]
