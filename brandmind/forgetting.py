@@ -5,7 +5,9 @@ gave: the turns a forgotten memory was made from (its provenance beads) and ever
 from a forgotten turn (its raw-turn memory, facts extracted from it).  One op each
 (``memory.forget``, ``bead.forget``), so every replica forgets the same set; the adds are
 redacted in the log, the text scrubbed from the files (oplog.scrub, SQLite secure_delete and a
-WAL truncate); graph nodes only the forgotten facts named go too (``kg.node.remove``).
+WAL truncate); graph nodes only the forgotten facts named go too (``kg.node.remove``).  A
+forgotten turn's ingest key stays, as a digest carried by its ``bead.forget``: an agent that
+re-sends its history does not bring the turn back (``ingest.forgotten``).
 ``sparing_pinned(store, ids, bead_ids)`` keeps of those the ones whose forget takes no pinned
 memory along (brandmind/expiry.py: expiry and ``--older-than`` never forget a pin).
 ``forget_user_ops(store, user)`` appends the ``user.forget`` that removes everything of a user
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Iterable
 from .clock import now_millis
 from .ops import Kind
 from .projection import apply_log_side, hlc_key
+from .ingest import key_digest
 from .logforget import forget_bead_in_log, forget_memory_in_log, forget_nodes_in_log, forget_user_in_log
 from .storage import forget as q
 from .storage.expiry import pinned_among
@@ -57,7 +60,8 @@ def forget_ids(store: "Store", ids: Iterable[str], bead_ids: Iterable[str] = ())
                 t.drop_vectors(row["text"])
         for bead_id in beads:
             bead = t.get_bead(bead_id)  # its user tells a mirror remote where the turn is
-            op = t.append(Kind.BEAD_FORGET, {"id": bead_id, **({"user": bead["user"]} if bead else {})})
+            op = t.append(Kind.BEAD_FORGET, {"id": bead_id, **_about(bead)})
+            apply_log_side(t, op)  # its ingest key is kept forgotten
             blob = forget_bead_in_log(t, bead_id, hlc_key(op["hlc"]))
             if blob:
                 t.dead_blobs.append(blob)
@@ -73,6 +77,14 @@ def forget_ids(store: "Store", ids: Iterable[str], bead_ids: Iterable[str] = ())
     store.sql.truncate_wal()  # the pages that held the text leave the WAL file too
     store.searcher.forgotten()  # and their vectors the recall index file
     return {"memories": ids, "beads": beads, "nodes": sorted(orphans)}
+
+
+def _about(bead: dict | None) -> dict:
+    """What a ``bead.forget`` says of the turn: whose it was (a mirror remote deletes it
+    there) and the digest of its ingest key (re-sending the message stores nothing)."""
+    if bead is None:
+        return {}
+    return {"user": bead["user"], **({"key": key_digest(bead["key"])} if bead.get("key") else {})}
 
 
 def _turns_of(row: dict | None) -> set[str]:

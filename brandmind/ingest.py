@@ -87,20 +87,50 @@ def message_key(user: str, msg: dict) -> str | None:
     return f"{user}\x1fts\x1f{digest}"
 
 
-def known_bead(get: Callable[[bytes], Any], user: str, msg: dict) -> str | None:
-    """The bead a message was stored as, by its key; ``get`` reads the ``bead_keys`` db.  A line
-    with a ts is also looked up under the key bm gave it before the role was part of it
-    (thread + ts + speaker + content), so re-running a file ingested then stores nothing twice."""
+# bead_keys db: a message key whose bead was forgotten is kept as this prefix + the 16 bytes of
+# its digest (``key_digest``, carried by the ``bead.forget`` op, so a rebuild and every replica
+# keep it too): an agent re-sending its history does not bring a forgotten turn back.
+FORGOTTEN_KEY = b"\x00"
+
+
+def key_digest(key: str) -> str:
+    """The digest a forgotten message key is kept as (hex; not the key, which names the user)."""
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def forgotten_key(key: str) -> bytes:
+    """The ``bead_keys`` entry of a forgotten ``key``."""
+    return FORGOTTEN_KEY + bytes.fromhex(key_digest(key))
+
+
+def _keys(user: str, msg: dict) -> list[str]:
+    """The keys a message may be stored under: its key, and for a line with a ts and no id the
+    key bm gave it before the role was part of it (thread + ts + speaker + content)."""
     key = message_key(user, msg)
     if key is None:
-        return None
-    found = get(key.encode())
-    if found is None and msg.get("id") is None:
-        legacy = hashlib.sha256("\x1f".join([
-            msg.get("thread") or "", str(msg["ts"]), msg.get("speaker") or "", msg["content"],
-        ]).encode()).hexdigest()
-        found = get(f"{user}\x1fh\x1f{legacy}".encode())
-    return bytes(found).decode() if found is not None else None
+        return []
+    if msg.get("id") is not None:
+        return [key]
+    legacy = hashlib.sha256("\x1f".join([
+        msg.get("thread") or "", str(msg["ts"]), msg.get("speaker") or "", msg["content"],
+    ]).encode()).hexdigest()
+    return [key, f"{user}\x1fh\x1f{legacy}"]
+
+
+def known_bead(get: Callable[[bytes], Any], user: str, msg: dict) -> str | None:
+    """The bead a message was stored as, by its key; ``get`` reads the ``bead_keys`` db (under
+    either of its keys, so re-running a file ingested before the role was keyed stores nothing)."""
+    for key in _keys(user, msg):
+        found = get(key.encode())
+        if found is not None:
+            return bytes(found).decode()
+    return None
+
+
+def forgotten(get: Callable[[bytes], Any], user: str, msg: dict) -> bool:
+    """Whether the message was stored once and its turn forgotten since (its key is kept as a
+    digest: FORGOTTEN_KEY): re-sending it stores nothing."""
+    return any(get(forgotten_key(key)) is not None for key in _keys(user, msg))
 
 
 def read_messages(lines: Iterable[str | bytes | dict], report: dict, *, skip_bad: bool,

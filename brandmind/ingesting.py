@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from . import beads
 from .clock import iso, new_id, now_millis
 from .errors import InvalidInput
-from .ingest import known_bead, message_key, read_messages
+from .ingest import forgotten, known_bead, message_key, read_messages
 from .ops import Kind
 from .projection import apply_log_side
 from .storage.memories import last_turn_before
@@ -80,6 +80,10 @@ def _unseen(store: "Store", batch: list[dict], user: str, report: dict) -> list[
         for msg in batch:
             key = message_key(user, msg)  # None: nothing proves it was seen, so it is new
             known = known_bead(seen, user, msg)
+            if key is not None and not known and key not in keys and forgotten(seen, user, msg):
+                report["forgotten"] = report.get("forgotten", 0) + 1  # (only when some were)
+                keys.add(key)
+                continue
             if key is not None and (key in keys or known):
                 report["duplicates"] += 1
                 if known and "_beads" in report:
@@ -116,6 +120,9 @@ def store_batch(store: "Store", batch: list[dict], user: str, report: dict, *,
     ops: dict[int, dict] = {}  # arrival -> op: the catch-up does not read them back
     with store.write() as t:
         for (key, msg), text in zip(fresh, texts):
+            if key is not None and t.key_forgotten(key):  # another process forgot it meanwhile
+                report["forgotten"] = report.get("forgotten", 0) + 1
+                continue
             if key is not None and t.bead_for_key(key):  # another process stored it meanwhile
                 report["duplicates"] += 1
                 if "_beads" in report:

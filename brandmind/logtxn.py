@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from .clock import CLOCK_HINT, HLC, hlc_key, skewed_by, span
 from .errors import ClockSkew
+from .ingest import FORGOTTEN_KEY, forgotten_key
 from .logvalues import PACKED_AFTER, dumps, loads, pack, pack_after, plain  # noqa: F401  (oplog imports dumps/loads from here)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -85,7 +86,6 @@ def held_in(cur: Any, prefix: bytes = HELD) -> list[tuple[str, int, dict]]:
 # turns, the refs take 100).  Values of older
 # stores (packed or plain JSON, logvalues) stay readable; `bm rebuild` rewrites them as refs.
 BEAD_REF = b"\x02"
-
 
 AFTER = bytes((PACKED_AFTER,))
 
@@ -371,6 +371,15 @@ class LogTxn:
 
     def set_bead_key(self, key: str, bead_id: str) -> None:
         self.txn.put(key.encode(), bead_id.encode(), db=self.db["bead_keys"])
+
+    def forget_key(self, digest: str | None) -> None:
+        """Keep a forgotten message key (by ``ingest.key_digest``; None: the turn had none, or
+        its forget came from a bm before 2026-11-30): ingest stores it no more."""
+        if digest:
+            self.txn.put(FORGOTTEN_KEY + bytes.fromhex(digest), b"", db=self.db["bead_keys"])
+
+    def key_forgotten(self, key: str) -> bool:
+        return self.txn.get(forgotten_key(key), db=self.db["bead_keys"]) is not None
 
     def note_bead_op(self, bead_id: str, op_id: str) -> None:
         """Keep the id of a deleted bead's add op (a bead.forget arriving later redacts it)."""

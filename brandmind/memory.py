@@ -421,6 +421,9 @@ class Memory:
 
         Messages provably seen before (by id, else by an explicit ts with thread, role,
         speaker and content) are not stored again; a message with neither is always new.
+        Nor is one whose turn was forgotten since it was stored (counted as ``forgotten``,
+        a key of the report only when some were): an agent re-sending its history does not
+        bring back what its user had forgotten.
         A bad line stops the ingest with its line number, after committing the lines before
         it (``skip_bad`` reports it and goes on).  Every batch is one op-log transaction and
         one SQLite transaction: nothing is ever half-stored.

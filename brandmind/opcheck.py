@@ -34,6 +34,7 @@ from .storage.blocks import FIELDS, MAX_LIMIT, SCOPES, validate_handle, validate
 
 # memory, bead, node, edge and block ids: letters, digits and a few separators, never a path
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
+_DIGEST = re.compile(r"[0-9a-f]{32}")
 _B64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
 
 Check = Callable[[dict], None]
@@ -63,6 +64,12 @@ def _id(value: Any, what: str) -> str:
 def _opt(p: dict, key: str, check: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
     if p.get(key) is not None:
         check(p[key], *args, **kwargs)
+
+
+def _digest(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not _DIGEST.fullmatch(value):
+        raise _bad(f"invalid {what} {value!r}", hint=f"a {what} is 32 lowercase hex digits")
+    return value
 
 
 def _string(value: Any, what: str, *, empty: bool = False) -> str:
@@ -267,6 +274,7 @@ def user_forget(p: dict) -> None:
 def bead_forget(p: dict) -> None:
     _id(_need(p, "id"), "bead id")
     _opt(p, "user", _name, "user")  # whose turn it was (mirrors delete it there); older ops lack it
+    _opt(p, "key", _digest, "message key digest")  # its ingest key, kept forgotten; older ops lack it
 
 
 def memory_retire(p: dict) -> None:

@@ -18,24 +18,22 @@ payload of each.  ``RULES[kind]`` is the kind's :class:`Rule`, whose hooks say
 - ``import_(store, rec)``: the ``(kind, payload)`` ops that restore one record of
   ``Rule.record``, or None when the store has it already.
 
-A hook may be an explicit no-op (``no_apply``, ``no_export`` ...).  The hooks that need
-higher layers are bound by the module that implements them, each with one table
-(:func:`provide`): ``check`` by opcheck (and blockrules, personarules, skillrules for their
-kinds), ``apply`` by projection, ``export``/``import_`` by exchange; ``owner``, ``redact`` and
-``apply_log`` are here.  tests/test_ops_table.py fails while a kind lacks a hook.
-
-To add an op kind: a ``Kind`` member and its payload here, and its entry in each of those
-tables (each is a dict keyed by ``Kind``; the test names the one missing).
+A hook may be an explicit no-op (``no_apply``, ``no_export`` ...).  The hooks that need higher
+layers are bound by the module that implements them, each with one table (:func:`provide`):
+``check`` by opcheck (and blockrules, personarules, skillrules for their kinds), ``apply`` by
+projection, ``export``/``import_`` by exchange; ``owner``, ``redact`` and ``apply_log`` are here.
+tests/test_ops_table.py fails while a kind lacks a hook.  To add an op kind: a ``Kind`` member
+and its payload here, and its entry in each of those tables (the test names the one missing).
 
 Op kinds and their payloads (merge rules: brandmind/merge.py and the apply functions):
 
 ``bead.add``      {bead}: one bead (see memory.py beads); LMDB side only
 ``memory.add``    {id, text, type, user, agent, importance, ts, valid_from, valid_to,
                    source, provenance, meta, subject?, predicate?, object?, recorded_at?, expires_at?};
-                   ignored when the id is tombstoned; stamped before its user's latest
-                   forget, it kills the id (remove wins).  Ops aimed at it that came
-                   first (retire, confirm, merge) are replayed now.  recorded_at (system time) is the op's HLC wall ms unless the
-                   payload carries one (an import keeps the original)
+                   ignored when the id is tombstoned; stamped before its user's latest forget,
+                   it kills the id (remove wins).  Ops aimed at it that came first (retire,
+                   confirm, merge) are replayed now.  recorded_at (system time): the op's HLC
+                   wall ms unless the payload carries one (an import keeps the original)
 ``memory.retire`` {id, user, retired_at, valid_to|null, by|null, reason}: the fact stopped
                    being believed (brandmind/facts.py).  Merge: retired_at = min of all
                    retires (the reason, kept in meta.retired_reason, goes with the earliest;
@@ -49,21 +47,21 @@ Op kinds and their payloads (merge rules: brandmind/merge.py and the apply funct
                    the entries it does not hold yet (a set union, added entries ordered
                    by the HLC of the op that first brought them), updated_at =
                    max(updated_at, ts).  Not here yet: waits; dead: dropped
-``memory.merge``  {into, ids, ts, user, provenance}: near-duplicates merged into their
-                   oldest member (brandmind/consolidate.py, ``bm consolidate``).  Each of
-                   ``ids`` (other than ``into``) is retired by the memory.retire rule
-                   {retired_at: ts, by: into, reason: "merged"} (min / set-once: commutes
-                   with other retires; an absent id is skipped); ``into``, when present,
-                   gets the payload's provenance (the merged memories', a set union in
-                   arrival order), confirmations += len(ids) (ops apply once) and
-                   updated_at = max(updated_at, ts).  It never reads the merged rows, so
-                   forgetting one later changes nothing on replay.  No text in the payload
+``memory.merge``  {into, ids, ts, user, provenance}: near-duplicates merged into their oldest
+                   member (brandmind/consolidate.py, ``bm consolidate``).  Each of ``ids``
+                   (other than ``into``) is retired by the memory.retire rule {retired_at: ts,
+                   by: into, reason: "merged"} (min / set-once: commutes with other retires; an
+                   absent id is skipped); ``into``, when present, gets the payload's provenance
+                   (a set union in arrival order), confirmations += len(ids) (ops apply once),
+                   updated_at = max(updated_at, ts).  It never reads the merged rows, so a
+                   later forget of one changes nothing on replay.  No text in the payload
 ``memory.forget`` {id}: remove wins; the id is tombstoned, so a late add cannot resurrect it
 ``memory.pin``    {id, user, pinned}: never expired nor taken by ``forget --older-than`` (brandmind/
                    expiry.py).  Merge: LWW by HLC; not here yet: waits; dead: dropped
-``bead.forget``   {id, user?}: a turn forgotten (``bm beads rm``, or with a memory made from
-                   it): LMDB only (brandmind/logforget.py forget_bead_in_log): the bead goes,
-                   its add is redacted, a late add is stored redacted (remove wins)
+``bead.forget``   {id, user?, key?}: a turn forgotten (``bm beads rm``, or with a memory made
+                   from it): LMDB only (logforget.forget_bead_in_log): the bead goes, its add
+                   is redacted, a late add is stored redacted (remove wins); ``key``
+                   (ingest.key_digest) stays in ``bead_keys``: a re-sent message is not stored
 ``user.forget``   {user}: every memory, bead and graph node of the user stamped before it
                    goes (whenever it arrives), and their persona assignments; the user's
                    tombstone keeps the latest forget's HLC
@@ -183,6 +181,7 @@ class BeadAdd(TypedDict):
 class BeadForget(TypedDict):
     id: str
     user: NotRequired[str]
+    key: NotRequired[str]
 
 
 class MemoryAdd(TypedDict):
@@ -549,8 +548,13 @@ def apply_user_forget_log(txn: "LogTxn", op: dict, hk: str) -> None:
             txn.delete_bead(bead)
 
 
+def apply_bead_forget_log(txn: "LogTxn", op: dict, hk: str) -> None:
+    """The turn's ingest key is kept forgotten (its bead goes in logforget.forget_bead_in_log)."""
+    txn.forget_key(op["payload"].get("key"))
+
+
 def no_log_side(txn: "LogTxn", op: dict, hk: str) -> None:
-    """The kind has no LMDB projection (bead.forget's is logforget.forget_bead_in_log)."""
+    """The kind has no LMDB projection."""
 
 
 def apply_log_side(txn: "LogTxn", op: dict, hk: str | None = None) -> None:
@@ -571,7 +575,7 @@ def _rule(kind: Kind, record: str | None, owner: Owner, redact: Redact, apply_lo
 _user, _never = owned_by_payload_user, owned_by_nobody
 RULES: dict[Kind, Rule] = {r.kind: r for r in (
     _rule(Kind.BEAD_ADD, "bead", owned_by_bead_user, redact_bead, apply_bead_add),
-    _rule(Kind.BEAD_FORGET, None, _never, redact_unchanged),
+    _rule(Kind.BEAD_FORGET, None, _never, redact_unchanged, apply_bead_forget_log),
     _rule(Kind.MEMORY_ADD, "memory", _user, redact_to_id),
     _rule(Kind.MEMORY_RETIRE, None, _user, redact_to_id),
     _rule(Kind.MEMORY_CONFIRM, None, _user, redact_to_id),

@@ -26,7 +26,8 @@ def facts_summary(facts: dict, llm: dict | None, extract: dict | None) -> str:
 def dry_run_lines(report: dict[str, Any]) -> list[str]:
     """The human summary of `bm ingest --dry-run`: what would be stored and extracted."""
     lines = [f"dry run: would ingest {report['would_ingest']} message(s), {report['duplicates']} already known, "
-             f"{len(report['bad'])} bad line(s); nothing was stored"]
+             + (f"{report['forgotten']} forgotten before, " if report.get("forgotten") else "")
+             + f"{len(report['bad'])} bad line(s); nothing was stored"]
     extract = report.get("extract")
     if extract is not None:
         llm = report.get("llm") or {}

@@ -167,7 +167,8 @@ def run_ingest(path: str, *, user: Optional[str] = None, skip_bad: bool = False,
             info(line)
     else:
         line = (f"ingested {report['ingested']} message(s), {report['duplicates']} already known, "
-                f"{len(report['bad'])} bad line(s) skipped")
+                + (f"{report['forgotten']} forgotten before (not stored again), " if report.get("forgotten") else "")
+                + f"{len(report['bad'])} bad line(s) skipped")
         if extract:
             from .extract import facts_summary
 

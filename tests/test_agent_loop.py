@@ -140,6 +140,29 @@ def test_a_file_ingested_by_an_older_bm_is_still_not_stored_twice(bm, store):
     assert bm("ingest", "-", "-u", "ann", "--dry-run", input=json.dumps(line) + "\n").json()["duplicates"] == 1
 
 
+def test_a_forgotten_turn_an_older_bm_stored_is_not_stored_again(bm, store, tmp_path, monkeypatch):
+    """A turn an older bm keyed its way (no role in the key), forgotten now: re-sent, it stays out."""
+    import hashlib
+
+    from brandmind.memory import Memory
+
+    line = {"role": "user", "speaker": "Ann", "content": "zq see you at nine", "ts": "2024-05-01T10:00:00Z"}
+    assert bm("ingest", "-", "-u", "ann", input=json.dumps(line) + "\n").json()["ingested"] == 1
+    with open_memory() as mem:
+        ops = list(mem.log.iter_ops())
+    old = hashlib.sha256("\x1f1714557600000\x1fAnn\x1fzq see you at nine".encode()).hexdigest()
+    bead = next(op for op in ops if op["kind"] == "bead.add")["payload"]["bead"]
+    bead["key"] = f"ann\x1fh\x1f{old}"  # as the older bm's op carried it
+    monkeypatch.setenv("BM_HOME", str(tmp_path / "older"))
+    with Memory(create=True) as mem:
+        mem.receive_ops(ops)
+        assert mem.ingest([line], user="ann")["duplicates"] == 1
+        mem.forget_many([], bead_ids=[bead["id"]])
+        report = mem.ingest([line], user="ann")
+        assert (report["ingested"], report.get("forgotten")) == (0, 1)
+        assert mem.beads_tail(5, user="ann") == []
+
+
 def test_the_agent_loop_script_keeps_every_turn_and_forgets_for_good(tmp_path):
     """scripts/agent_loop.sh, the loop the README shows, end to end (hash embedder for speed)."""
     import os

@@ -186,6 +186,86 @@ def test_a_late_copy_of_a_forgotten_turn_is_not_resurrected(bm, store, bm_home, 
     assert files_holding(tmp_path / "peer2", SECRET) == []
 
 
+# -- an agent re-sending its history --------------------------------------------------------------
+HISTORY = [{"id": "t1", "role": "user", "content": "I adopted a cat named Mochi"},
+           {"id": "t2", "role": "user", "content": f"my locker code is {SECRET}"},
+           {"role": "user", "speaker": "Ann", "ts": "2026-01-02T10:00:00Z",
+            "content": "zq-dated turn, keyed by its ts"}]
+
+
+def replay(bm, history: list[dict] = HISTORY, *args: str) -> dict:
+    res = bm("ingest", "-", "-u", "f", "--json", *args, input="".join(json.dumps(m) + "\n" for m in history))
+    assert res.code == 0, res
+    return res.json()
+
+
+def test_a_forgotten_turn_re_sent_with_its_history_is_not_stored_again(bm, store, bm_home, monkeypatch):
+    """An agent that re-sends its whole history file each turn (ids, or ts, make it idempotent)
+    must not bring back a turn its user forgot -- after a rebuild too."""
+    assert replay(bm)["ingested"] == 3
+    assert bm("forget", "--match", SECRET, "-u", "f", "--yes").code == 0
+    dated, = [b["id"] for b in bm("beads", "tail", "-u", "f", "--json").json() if "zq-dated" in b["content"]]
+    assert bm("beads", "rm", dated, "--yes").code == 0
+    again = replay(bm)
+    assert (again["ingested"], again["duplicates"], again["forgotten"]) == (0, 1, 2)
+    assert SECRET not in everywhere(bm) and "zq-dated" not in everywhere(bm)
+    assert files_holding(bm_home, SECRET, "zq-dated") == []
+    dry = replay(bm, HISTORY, "--dry-run")
+    assert (dry["would_ingest"], dry["forgotten"]) == (0, 2)
+    with monkeypatch.context() as m:  # what a terminal is told
+        m.setattr("brandmind.cli.quick.wants_json", lambda as_json: False)
+        human = bm("ingest", "-", "-u", "f", input="".join(json.dumps(m) + "\n" for m in HISTORY))
+    assert "0 message(s), 1 already known, 2 forgotten before (not stored again)" in human.err, human
+    assert bm("rebuild").code == 0  # the keys are kept by the bead.forget ops, not only in LMDB
+    assert replay(bm)["forgotten"] == 2
+    assert SECRET not in everywhere(bm)
+    # a new message is stored as ever, and one only like the forgotten one too
+    more = replay(bm, [*HISTORY, {"id": "t4", "role": "user", "content": "my locker moved"},
+                       {**HISTORY[2], "ts": "2026-01-02T10:00:01Z"}])
+    assert (more["ingested"], more["forgotten"]) == (2, 2)
+    assert "forgotten" not in replay(bm, HISTORY[:1])  # a key only when some were
+
+
+def test_the_forgotten_key_reaches_another_device(bm, store, tmp_path, monkeypatch):
+    """A peer that gets the forget (and rebuilds) refuses the re-sent message as well."""
+    replay(bm)
+    assert bm("forget", "--match", SECRET, "-u", "f", "--yes").code == 0
+    with open_memory() as mem:
+        ops = list(mem.log.iter_ops())
+    forget = next(op for op in ops if op["kind"] == "bead.forget")
+    assert set(forget["payload"]) == {"id", "user", "key"}  # the key's digest, not the key
+    assert len(forget["payload"]["key"]) == 32 and "\x1f" not in forget["payload"]["key"]
+    monkeypatch.setenv("BM_HOME", str(tmp_path / "peer"))
+    from brandmind.memory import Memory
+
+    with Memory(create=True) as peer:
+        peer.receive_ops(ops)
+        report = peer.ingest(HISTORY, user="f")
+        assert (report["ingested"], report.get("forgotten")) == (0, 1)
+        peer.admin.rebuild()
+        assert peer.ingest(HISTORY, user="f").get("forgotten") == 1
+        assert all(SECRET not in b["content"] for b in peer.beads_tail(10, user="f"))
+
+
+def test_a_wiped_user_may_start_again_from_their_history(bm, store, bm_home):
+    """Wiping a user keeps nothing of theirs, not even which messages were forgotten: the same
+    history ingested afterwards is stored (a turn forgotten on its own before stays forgotten)."""
+    replay(bm)
+    assert bm("forget", "--match", SECRET, "-u", "f", "--yes").code == 0
+    assert bm("forget", "--wipe-user", "f", "--yes").code == 0
+    again = replay(bm)
+    assert (again["ingested"], again.get("forgotten")) == (2, 1)
+
+
+def test_a_bead_forget_with_a_bad_key_is_refused():
+    from brandmind.opcheck import problem
+
+    op = {"kind": "bead.forget", "payload": {"id": "b_1", "key": "0" * 32}}
+    assert problem(op) is None
+    for bad in ("0" * 31, "G" * 32, "A" * 32, 7, ["x"], "f\x1fid\x1fmain\x1ft2"):
+        assert "key" in problem({**op, "payload": {"id": "b_1", "key": bad}}), bad
+
+
 # -- across devices, through a real S3 server ----------------------------------------------------
 def test_a_forget_reaches_the_other_device_and_leaves_no_copy_in_either_store(tmp_path):
     from seaweed import start_seaweed, weed_path
@@ -197,7 +277,8 @@ def test_a_forget_reaches_the_other_device_and_leaves_no_copy_in_either_store(tm
     server = start_seaweed(tmp_path / "seaweed")
     try:
         a, b = set_up(server, tmp_path, 2, server.new_bucket())
-        a.ok("ingest", "-", "-u", "f", input=json.dumps({"role": "user", "content": f"my locker code is {SECRET}"}) + "\n")
+        said = json.dumps({"id": "s1", "role": "user", "content": f"my locker code is {SECRET}"}) + "\n"
+        a.ok("ingest", "-", "-u", "f", input=said)
         a.ok("ingest", "-", "-u", "f", input=json.dumps({"role": "user", "content": "yes"}) + "\n")
         sync(a)
         sync(b)
@@ -208,7 +289,8 @@ def test_a_forget_reaches_the_other_device_and_leaves_no_copy_in_either_store(tm
         b.ok("rebuild")
         sync(b)
         sync(a)
-        for dev in (a, b):
+        for dev in (a, b):  # the agent re-sends its history on either device: the turn stays out
+            assert dev.ok("ingest", "-", "-u", "f", "--json", input=said).json()["forgotten"] == 1
             shown = "\n".join(dev.ok(*args).out for args in (
                 ("beads", "tail", "-u", "f", "--json"), ("recall", "locker code", "-u", "f", "--json"),
                 ("context", "locker code", "-u", "f"), ("export",)))

@@ -47,7 +47,7 @@ from .. import validate
 from ..clock import now_millis, parse_time
 from ..errors import BMError, InvalidInput
 from ..facts import Facts
-from ..ingest import known_bead, message_key, read_messages
+from ..ingest import forgotten, known_bead, message_key, read_messages
 from ..storage.extract import beads_extracted_by, beads_with_facts, mark_extracted
 from . import Fact, Turn, person_turns
 from .choose import get_extractor
@@ -257,6 +257,10 @@ def dry_run_ingest(store: "Store", lines: Iterable[Any], *, user: str, skip_bad:
         for msg in read_messages(lines, report, skip_bad=skip_bad, on_bad=refuse):
             key = message_key(user, msg)
             stored = known_bead(get, user, msg)
+            if key is not None and not stored and key not in seen and forgotten(get, user, msg):
+                report["forgotten"] = report.get("forgotten", 0) + 1
+                seen.add(key)
+                continue
             if key is not None and (key in seen or stored):
                 report["duplicates"] += 1
                 if stored:
