@@ -10,12 +10,16 @@ forgotten turn's ingest key stays, as a digest carried by its ``bead.forget``: a
 re-sends its history does not bring the turn back (``ingest.forgotten``).
 ``sparing_pinned(store, ids, bead_ids)`` keeps of those the ones whose forget takes no pinned
 memory along (brandmind/expiry.py: expiry and ``--older-than`` never forget a pin).
+``scrub_blocks(blocks, query, user)`` takes out of the user's own core blocks every sentence
+holding every word of ``query`` (``bm forget --match``: the next context must not say it); the
+block's earlier versions stay in its history (a CRDT cannot drop an edit), until the user goes.
 ``forget_user_ops(store, user)`` appends the ``user.forget`` that removes everything of a user
 and redacts the log (brandmind/logforget.py ``forget_user_in_log``).
 """
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Iterable
 
 from .clock import now_millis
@@ -27,7 +31,10 @@ from .storage import forget as q
 from .storage.expiry import pinned_among
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .blocks import Blocks
     from .store import Store
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 
 
 def closure(store: "Store", ids: list[str], beads: list[str]) -> tuple[list[str], list[str], dict[str, dict]]:
@@ -118,3 +125,43 @@ def forget_user_ops(store: "Store", user: str) -> None:
         forget_user_in_log(t, op)
     store.catch_up()
     store.searcher.forgotten(names=True)  # the user's vectors and name leave the recall index file
+
+
+def words_of(text: str) -> set[str]:
+    """The words ``forget --match`` compares (case-folded, punctuation dropped)."""
+    return set(re.findall(r"\w+", text.casefold()))
+
+
+def without_sentences(text: str, words: set[str]) -> tuple[str, int]:
+    """``text`` without its sentences holding every one of ``words`` (a line they leave empty
+    goes too), and how many went.  Sentences end at . ! ? ; or a line break."""
+    kept, gone = [], 0
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        parts = [p for p in _SENTENCE_END.split(body) if p]
+        left = [p for p in parts if not words <= words_of(p)]
+        gone += len(parts) - len(left)
+        if left or not parts:
+            kept.append(" ".join(left) + line[len(body):])
+    return "".join(kept), gone
+
+
+def scrub_blocks(blocks: "Blocks", query: str, user: str, *, dry_run: bool = False) -> list[dict]:
+    """The user's own blocks (theirs and their agents') that hold a sentence with every word of
+    ``query``, each ``{"label", "agent", "sentences"}``; unless ``dry_run`` those sentences are
+    taken out (one block write each: it syncs, and concurrent edits elsewhere merge)."""
+    words = words_of(query)
+    out: list[dict] = []
+    if not words:
+        return out
+    for block in blocks.list(user=user):
+        if block["scope"] not in ("user", "agent"):
+            continue  # the shared persona blocks carry no one's words (the PII guard)
+        _, n = without_sentences(block["value"], words)
+        if not n:
+            continue
+        if not dry_run:
+            blocks.write(block["label"], lambda old: without_sentences(old, words)[0], user=user,
+                         agent=block["agent"], by_agent=False)
+        out.append({"label": block["label"], "agent": block["agent"], "sentences": n})
+    return out

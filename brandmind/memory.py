@@ -376,6 +376,13 @@ class Memory:
             self.get_bead(bead_id)
         return forget_ids(self.store, list(ids), bead_ids)
 
+    def scrub_blocks(self, query: str, *, user: str | None = None, dry_run: bool = False) -> list[dict]:
+        """Take every sentence holding every word of ``query`` out of the user's own core blocks
+        (what ``forget --match`` does to them: brandmind/forgetting.py): ``[{"label", "agent",
+        "sentences"}]`` of the blocks that held one."""
+        from .forgetting import scrub_blocks  # lazy: loaded by the calls that need it, not by every cold `bm recall`
+        return scrub_blocks(self.blocks, validate.text(query, what="query"), self.store.user(user), dry_run=dry_run)
+
     def match_beads(self, query: str, *, user: str | None = None, limit: int = 1000) -> list[dict]:
         """The user's beads containing every word of ``query`` (what ``forget --match``
         removes beside the memories: a turn kept only as a bead, e.g. `bm beads add`)."""

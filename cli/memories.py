@@ -179,7 +179,7 @@ def _recall_batch(path: str, user: Optional[str], agent: Optional[str], **defaul
 
 def forget(
     memory_id: Annotated[Optional[str], typer.Argument(help="The id of a memory (m_...) or of a turn (b_...).")] = None,
-    match: Annotated[Optional[str], typer.Option("--match", help="Forget the user's memories and turns containing every word of this text.")] = None,
+    match: Annotated[Optional[str], typer.Option("--match", help="Forget the user's memories and turns containing every word of this text, and take the sentences saying it out of their core blocks.")] = None,
     user: Annotated[Optional[str], option("--user", "-u", help="Whose memories --match or --older-than look in (default: the configured user).",
                                           check=name_check("user"))] = None,
     wipe_user: Annotated[Optional[str], option("--wipe-user", help="Forget everything of this user: memories, turns, graph, blocks, files.",
@@ -216,6 +216,7 @@ def forget(
             result = _forget_matching(mem, match or "", user, yes)
         if "memories" in result:
             result = {"forgotten": result["memories"], "beads": result["beads"],
+                      **({"blocks": result["blocks"]} if "blocks" in result else {}),
                       **({"dry_run": True} if dry_run else {}), **({"before": result["before"]} if "before" in result else {})}
     if wants_json(as_json):
         print(json.dumps(result))
@@ -224,8 +225,9 @@ def forget(
     elif dry_run:
         info(f"would forget {len(result['forgotten'])} memories and {len(result['beads'])} turns"
              " (and the turns and memories they came from or gave)")
-    elif result["forgotten"] or result["beads"]:
-        info(f"forgot {len(result['forgotten'])} memories and {len(result['beads'])} turns")
+    elif result["forgotten"] or result["beads"] or result.get("blocks"):
+        info(f"forgot {len(result['forgotten'])} memories and {len(result['beads'])} turns"
+             + (f"; took out {_sentences(result['blocks'])}" if result.get("blocks") else ""))
 
 
 def _check_forget_args(memory_id: Optional[str], match: Optional[str], user: Optional[str], wipe_user: Optional[str],
@@ -287,19 +289,28 @@ def _forget_matching(mem: Any, match: str, user: Optional[str], yes: bool) -> di
 
     found = mem.match(match, user=user)
     turns = mem.match_beads(match, user=user)
-    if not found and not turns:
+    held = mem.scrub_blocks(match, user=user, dry_run=True)  # core blocks that say it
+    if not found and not turns and not held:
         info(f"nothing matched {match!r} for user {mem.store.user(user)!r}: nothing forgotten")
-        return {"forgotten": [], "beads": []}
+        return {"forgotten": [], "beads": [], "blocks": []}
+    what = f"{len(found)} memories and {len(turns)} turns" + (f" and {_sentences(held)}" if held else "")
     if not yes and not sys.stdin.isatty():
-        raise UsageError(f"refusing to forget {len(found)} memories and {len(turns)} turns without confirmation",
+        raise UsageError(f"refusing to forget {what} without confirmation",
                          hint="add --yes to confirm (bm recall shows what matches)")
     if found and sys.stdin.isatty() and not yes:
         from .output import console
 
         console(stderr=True).print(memories_table(found))
-    if not confirm(f"Forget these {len(found)} memories and {len(turns)} turns?", yes):
+    if not confirm(f"Forget these {what}?", yes):
         raise typer.Exit(1)
-    return mem.forget_many([m["id"] for m in found], [b["id"] for b in turns])
+    out = mem.forget_many([m["id"] for m in found], [b["id"] for b in turns])
+    return {**out, "blocks": mem.scrub_blocks(match, user=user)}
+
+
+def _sentences(blocks: list[dict]) -> str:
+    """'2 sentence(s) of block human (and agent helper's notes)': what --match takes out of blocks."""
+    names = ", ".join(b["label"] + (f" of agent {b['agent']}" if b["agent"] else "") for b in blocks)
+    return f"{sum(b['sentences'] for b in blocks)} sentence(s) of block(s) {names}"
 
 
 def pin(memory_id: Annotated[str, typer.Argument(help="Memory id (m_...).")], as_json: JsonOpt = False) -> None:

@@ -144,7 +144,7 @@ def test_forget_match_is_scoped_to_the_user(bm, store):
 def test_forget_match_with_nothing_matching_says_so_and_exits_0(store):
     res = run_bm("forget", "--match", "xylophone", "-u", "ann", "--yes")
     assert res.code == 0, res
-    assert res.json() == {"forgotten": [], "beads": []}
+    assert res.json() == {"forgotten": [], "beads": [], "blocks": []}
     assert "nothing matched" in res.err and "Traceback" not in res.err
 
 
@@ -184,6 +184,48 @@ def test_a_late_copy_of_a_forgotten_turn_is_not_resurrected(bm, store, bm_home, 
         peer.receive_ops(ops)
         assert peer.beads_tail(10, user="f") == [] and peer.list_memories(user="f") == []
     assert files_holding(tmp_path / "peer2", SECRET) == []
+
+
+# -- core blocks: the next prompt must not say it --------------------------------------------------
+def test_forget_match_takes_the_sentences_out_of_the_users_blocks(bm, store):
+    """An agent wrote the fact into core memory too: forgetting it by --match takes the sentence
+    out of the user's blocks (and their agents'), leaving the rest; others' blocks stay."""
+    assert bm("block", "append", "human", f"Likes tea. Locker code is {SECRET}. Works at Acme.", "-u", "f").code == 0
+    assert bm("block", "append", "human", "Plays chess on Sundays", "-u", "f").code == 0
+    assert bm("block", "set", "notes", f"locker: {SECRET}\nprefers short answers", "-u", "f", "--agent", "helper").code == 0
+    assert bm("block", "set", "human", f"Locker code is {SECRET}", "-u", "g").code == 0  # another user's
+    assert bm("remember", f"my locker code is {SECRET}", "-u", "f").code == 0
+    res = bm("forget", "--match", f"locker {SECRET}", "-u", "f", "--yes", "--json")
+    assert res.code == 0, res
+    assert res.json()["blocks"] == [{"label": "human", "agent": None, "sentences": 1},
+                                    {"label": "notes", "agent": "helper", "sentences": 1}]
+    assert len(res.json()["forgotten"]) == 1
+    shown = bm("context", "what is my locker code?", "-u", "f", "--agent", "helper").out
+    assert SECRET not in shown and "Likes tea. Works at Acme." in shown and "prefers short answers" in shown
+    assert "Plays chess on Sundays" in shown
+    assert SECRET in bm("block", "show", "human", "-u", "g", "--json").json()["value"]
+    again = bm("forget", "--match", f"locker {SECRET}", "-u", "f", "--yes", "--json")
+    assert again.json() == {"forgotten": [], "beads": [], "blocks": []}
+
+
+def test_forget_match_that_only_a_block_holds_still_asks_first(bm, store):
+    assert bm("block", "set", "human", f"Locker code is {SECRET}", "-u", "f").code == 0
+    res = bm("forget", "--match", SECRET, "-u", "f")  # stdin is not a terminal, no --yes
+    assert_error(res, 2, "refusing to forget 0 memories and 0 turns and 1 sentence(s) of block(s) human", "--yes")
+    assert SECRET in bm("block", "show", "human", "-u", "f", "--json").json()["value"]
+    assert bm("forget", "--match", SECRET, "-u", "f", "--yes").code == 0
+    assert bm("block", "show", "human", "-u", "f", "--json").json()["value"] == ""
+
+
+def test_without_sentences_takes_only_the_sentences_with_every_word():
+    from brandmind.forgetting import without_sentences, words_of
+
+    words = words_of("Locker CODE")
+    assert without_sentences("Likes tea. My locker code is 12! Works; code red.\nlocker\n", words) == \
+        ("Likes tea. Works; code red.\nlocker\n", 1)
+    assert without_sentences("the locker code\nnext line", words) == ("next line", 1)
+    assert without_sentences("a\n\nb", words) == ("a\n\nb", 0)  # empty lines stay
+    assert without_sentences("lockers coded", words) == ("lockers coded", 0)  # whole words only
 
 
 # -- an agent re-sending its history --------------------------------------------------------------
