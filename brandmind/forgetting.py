@@ -13,6 +13,8 @@ memory along (brandmind/expiry.py: expiry and ``--older-than`` never forget a pi
 ``scrub_blocks(blocks, query, user)`` takes out of the user's own core blocks every sentence
 holding every word of ``query`` (``bm forget --match``: the next context must not say it); the
 block's earlier versions stay in its history (a CRDT cannot drop an edit), until the user goes.
+``scrub_files(workspace, query)`` does the same to the workspace files recall indexes (notes,
+profile: a later edit would index the sentence again) and lists the others that say it.
 ``forget_user_ops(store, user)`` appends the ``user.forget`` that removes everything of a user
 and redacts the log (brandmind/logforget.py ``forget_user_in_log``).
 """
@@ -29,12 +31,15 @@ from .ingest import key_digest
 from .logforget import forget_bead_in_log, forget_memory_in_log, forget_nodes_in_log, forget_user_in_log
 from .storage import forget as q
 from .storage.expiry import pinned_among
+from .workspace_files import indexed_type
 
 if TYPE_CHECKING:  # pragma: no cover
     from .blocks import Blocks
+    from .workspace import Workspace
     from .store import Store
 
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+_LEAD = re.compile(r"\s*(?:(?:[-*+>]|#+|\d+[.)])\s+)?")
 
 
 def closure(store: "Store", ids: list[str], beads: list[str]) -> tuple[list[str], list[str], dict[str, dict]]:
@@ -138,11 +143,12 @@ def without_sentences(text: str, words: set[str]) -> tuple[str, int]:
     kept, gone = [], 0
     for line in text.splitlines(keepends=True):
         body = line.rstrip("\r\n")
-        parts = [p for p in _SENTENCE_END.split(body) if p]
+        lead = _LEAD.match(body).group()  # a list item's or quote's mark stays with what is left
+        parts = [p for p in _SENTENCE_END.split(body[len(lead):]) if p]
         left = [p for p in parts if not words <= words_of(p)]
         gone += len(parts) - len(left)
         if left or not parts:
-            kept.append(" ".join(left) + line[len(body):])
+            kept.append(lead + " ".join(left) + line[len(body):])
     return "".join(kept), gone
 
 
@@ -164,4 +170,26 @@ def scrub_blocks(blocks: "Blocks", query: str, user: str, *, dry_run: bool = Fal
             blocks.write(block["label"], lambda old: without_sentences(old, words)[0], user=user,
                          agent=block["agent"], by_agent=False)
         out.append({"label": block["label"], "agent": block["agent"], "sentences": n})
+    return out
+
+
+def scrub_files(workspace: "Workspace", query: str, *, dry_run: bool = False) -> list[dict]:
+    """The user's workspace files holding a sentence with every word of ``query``, each
+    ``{"path", "sentences"}``: unless ``dry_run`` the files recall indexes (notes, profile) lose
+    those sentences (rewritten and indexed again); the others (drafts, system: never in a
+    context) are only listed, with ``"kept": True``."""
+    words = words_of(query)
+    out: list[dict] = []
+    for entry in workspace.find("*") if words else ():
+        try:
+            text = workspace.cat(entry["path"]).decode("utf-8")
+        except UnicodeDecodeError:
+            continue  # not text: nothing a context shows
+        new, n = without_sentences(text, words)
+        if not n:
+            continue
+        indexed = indexed_type(entry["path"]) is not None
+        if indexed and not dry_run:
+            workspace.write(entry["path"], new)
+        out.append({"path": entry["path"], "sentences": n, **({} if indexed else {"kept": True})})
     return out

@@ -383,6 +383,15 @@ class Memory:
         from .forgetting import scrub_blocks  # lazy: loaded by the calls that need it, not by every cold `bm recall`
         return scrub_blocks(self.blocks, validate.text(query, what="query"), self.store.user(user), dry_run=dry_run)
 
+    def scrub_files(self, query: str, *, user: str | None = None, dry_run: bool = False) -> list[dict]:
+        """The same for the user's workspace files (brandmind/forgetting.py ``scrub_files``): the
+        notes and profile files lose the sentences; drafts and system files are listed."""
+        from .forgetting import scrub_files  # lazy: loaded by the calls that need it, not by every cold `bm recall`
+        query = validate.text(query, what="query")
+        if self.store.config.workspace == "local" and not (self.store.paths.data_dir / "workspace").exists():
+            return []  # no workspace: none made by looking
+        return scrub_files(self.workspace(user), query, dry_run=dry_run)
+
     def match_beads(self, query: str, *, user: str | None = None, limit: int = 1000) -> list[dict]:
         """The user's beads containing every word of ``query`` (what ``forget --match``
         removes beside the memories: a turn kept only as a bead, e.g. `bm beads add`)."""

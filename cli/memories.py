@@ -179,7 +179,7 @@ def _recall_batch(path: str, user: Optional[str], agent: Optional[str], **defaul
 
 def forget(
     memory_id: Annotated[Optional[str], typer.Argument(help="The id of a memory (m_...) or of a turn (b_...).")] = None,
-    match: Annotated[Optional[str], typer.Option("--match", help="Forget the user's memories and turns containing every word of this text, and take the sentences saying it out of their core blocks.")] = None,
+    match: Annotated[Optional[str], typer.Option("--match", help="Forget the user's memories and turns containing every word of this text, and take the sentences saying it out of their core blocks and notes/profile files.")] = None,
     user: Annotated[Optional[str], option("--user", "-u", help="Whose memories --match or --older-than look in (default: the configured user).",
                                           check=name_check("user"))] = None,
     wipe_user: Annotated[Optional[str], option("--wipe-user", help="Forget everything of this user: memories, turns, graph, blocks, files.",
@@ -216,7 +216,7 @@ def forget(
             result = _forget_matching(mem, match or "", user, yes)
         if "memories" in result:
             result = {"forgotten": result["memories"], "beads": result["beads"],
-                      **({"blocks": result["blocks"]} if "blocks" in result else {}),
+                      **{k: result[k] for k in ("blocks", "files") if k in result},
                       **({"dry_run": True} if dry_run else {}), **({"before": result["before"]} if "before" in result else {})}
     if wants_json(as_json):
         print(json.dumps(result))
@@ -226,8 +226,10 @@ def forget(
         info(f"would forget {len(result['forgotten'])} memories and {len(result['beads'])} turns"
              " (and the turns and memories they came from or gave)")
     elif result["forgotten"] or result["beads"] or result.get("blocks"):
+        edited = [f["path"] for f in result.get("files", []) if not f.get("kept")]
         info(f"forgot {len(result['forgotten'])} memories and {len(result['beads'])} turns"
-             + (f"; took out {_sentences(result['blocks'])}" if result.get("blocks") else ""))
+             + (f"; took out {_sentences(result['blocks'])}" if result.get("blocks") else "")
+             + (f"; took the sentences out of {', '.join(edited)}" if edited else ""))
 
 
 def _check_forget_args(memory_id: Optional[str], match: Optional[str], user: Optional[str], wipe_user: Optional[str],
@@ -290,10 +292,15 @@ def _forget_matching(mem: Any, match: str, user: Optional[str], yes: bool) -> di
     found = mem.match(match, user=user)
     turns = mem.match_beads(match, user=user)
     held = mem.scrub_blocks(match, user=user, dry_run=True)  # core blocks that say it
-    if not found and not turns and not held:
+    files = mem.scrub_files(match, user=user, dry_run=True)  # and workspace files
+    edited = [f for f in files if not f.get("kept")]
+    if not found and not turns and not held and not edited:
         info(f"nothing matched {match!r} for user {mem.store.user(user)!r}: nothing forgotten")
-        return {"forgotten": [], "beads": [], "blocks": []}
-    what = f"{len(found)} memories and {len(turns)} turns" + (f" and {_sentences(held)}" if held else "")
+        _kept_files(files)
+        return {"forgotten": [], "beads": [], "blocks": [], "files": files}
+    what = (f"{len(found)} memories and {len(turns)} turns" + (f" and {_sentences(held)}" if held else "")
+            + (f" and {sum(f['sentences'] for f in edited)} sentence(s) of file(s) "
+               + ", ".join(f["path"] for f in edited) if edited else ""))
     if not yes and not sys.stdin.isatty():
         raise UsageError(f"refusing to forget {what} without confirmation",
                          hint="add --yes to confirm (bm recall shows what matches)")
@@ -304,7 +311,17 @@ def _forget_matching(mem: Any, match: str, user: Optional[str], yes: bool) -> di
     if not confirm(f"Forget these {what}?", yes):
         raise typer.Exit(1)
     out = mem.forget_many([m["id"] for m in found], [b["id"] for b in turns])
-    return {**out, "blocks": mem.scrub_blocks(match, user=user)}
+    out = {**out, "blocks": mem.scrub_blocks(match, user=user), "files": mem.scrub_files(match, user=user)}
+    _kept_files(out["files"])
+    return out
+
+
+def _kept_files(files: list[dict]) -> None:
+    """Say which files still hold the words (drafts, system: not indexed, so never in a context)."""
+    for f in files:
+        if f.get("kept"):
+            info(f"note: {f['path']} still says it (drafts and system files are never recalled): "
+                 f"`bm fs cat {f['path']}` shows it, `bm fs write` or `bm fs rm` changes it")
 
 
 def _sentences(blocks: list[dict]) -> str:

@@ -380,7 +380,7 @@ def test_fts_syntax_in_a_real_process_and_in_batch_and_forget(bm, seeded):
     assert batch.code == 0, batch
     assert all(line["results"][0]["id"] == seeded[0] for line in batch.jsonl())
     res = bm("forget", "--match", 'Lisbon" AND (', "--yes")
-    assert res.code == 0 and res.json() == {"forgotten": [seeded[0]], "beads": [], "blocks": []}, res
+    assert res.code == 0 and res.json() == {"forgotten": [seeded[0]], "beads": [], "blocks": [], "files": []}, res
     assert memory_count() == 1
 
 

@@ -367,7 +367,7 @@ def test_forget_match(bm):
     assert {m["id"] for m in bm("memories", "list").json()} == {keep1, keep2}
     # no match: nothing forgotten, exit 0
     none = bm("forget", "--match", "xylophone", "--yes")
-    assert none.code == 0 and none.json() == {"forgotten": [], "beads": [], "blocks": []}
+    assert none.code == 0 and none.json() == {"forgotten": [], "beads": [], "blocks": [], "files": []}
     assert memory_count() == 2
 
 

@@ -144,7 +144,7 @@ def test_forget_match_is_scoped_to_the_user(bm, store):
 def test_forget_match_with_nothing_matching_says_so_and_exits_0(store):
     res = run_bm("forget", "--match", "xylophone", "-u", "ann", "--yes")
     assert res.code == 0, res
-    assert res.json() == {"forgotten": [], "beads": [], "blocks": []}
+    assert res.json() == {"forgotten": [], "beads": [], "blocks": [], "files": []}
     assert "nothing matched" in res.err and "Traceback" not in res.err
 
 
@@ -205,7 +205,32 @@ def test_forget_match_takes_the_sentences_out_of_the_users_blocks(bm, store):
     assert "Plays chess on Sundays" in shown
     assert SECRET in bm("block", "show", "human", "-u", "g", "--json").json()["value"]
     again = bm("forget", "--match", f"locker {SECRET}", "-u", "f", "--yes", "--json")
-    assert again.json() == {"forgotten": [], "beads": [], "blocks": []}
+    assert again.json() == {"forgotten": [], "beads": [], "blocks": [], "files": []}
+
+
+def test_forget_match_takes_the_sentences_out_of_notes_and_names_the_drafts(bm, store, bm_home):
+    """A notes file is recalled: the sentence goes from it (a later edit would index it again);
+    a draft is never recalled: it is named on stderr, not edited."""
+    notes = f"# Ann\n- Ann's locker code is {SECRET}. She likes tea.\n- Works at Acme\n"
+    assert bm("fs", "write", "/notes/ann.md", "-", "-u", "f", input=notes).code == 0
+    assert bm("fs", "write", "/drafts/d.md", "-", "-u", "f", input=f"locker {SECRET}\n").code == 0
+    assert SECRET in bm("context", "what is the locker code?", "-u", "f").out
+    res = bm("forget", "--match", f"locker {SECRET}", "-u", "f", "--yes", "--json")
+    assert res.code == 0, res
+    assert res.json()["files"] == [{"path": "/drafts/d.md", "sentences": 1, "kept": True},
+                                   {"path": "/notes/ann.md", "sentences": 1}]
+    assert "note: /drafts/d.md still says it" in res.err
+    assert bm("fs", "cat", "/notes/ann.md", "-u", "f").out == "# Ann\n- She likes tea.\n- Works at Acme\n"
+    assert bm("fs", "write", "/notes/ann.md", "-", "-u", "f",
+              input=bm("fs", "cat", "/notes/ann.md", "-u", "f").out + "- likes jazz\n").code == 0
+    shown = bm("context", "what is the locker code?", "-u", "f").out
+    assert SECRET not in shown and "likes jazz" in shown
+
+
+def test_forget_match_makes_no_workspace(bm, store, bm_home):
+    assert bm("remember", f"locker {SECRET}", "-u", "f").code == 0
+    assert bm("forget", "--match", SECRET, "-u", "f", "--yes", "--json").json()["files"] == []
+    assert not (bm_home / "data" / "workspace").exists()
 
 
 def test_forget_match_that_only_a_block_holds_still_asks_first(bm, store):
@@ -226,6 +251,8 @@ def test_without_sentences_takes_only_the_sentences_with_every_word():
     assert without_sentences("the locker code\nnext line", words) == ("next line", 1)
     assert without_sentences("a\n\nb", words) == ("a\n\nb", 0)  # empty lines stay
     assert without_sentences("lockers coded", words) == ("lockers coded", 0)  # whole words only
+    assert without_sentences("- x. locker code y\n> code locker\n1. a locker code! b\n", words) == \
+        ("- x.\n1. b\n", 3)  # a list item's mark stays with what is left of it
 
 
 # -- an agent re-sending its history --------------------------------------------------------------
