@@ -376,6 +376,16 @@ class Memory:
             self.get_bead(bead_id)
         return forget_ids(self.store, list(ids), bead_ids)
 
+    def forget_matching(self, query: str, *, user: str | None = None) -> dict:
+        """What ``bm forget --match`` does once confirmed: the user's memories and turns holding
+        every word of ``query`` forgotten (with what they came from or gave), and the sentences
+        saying it taken out of their blocks and notes/profile files: ``{"forgotten", "beads",
+        "blocks", "files"}`` (``files`` also lists, ``kept``, the drafts that still say it)."""
+        found = [m["id"] for m in self.match(query, user=user)]
+        done = self.forget_many(found, [b["id"] for b in self.match_beads(query, user=user)])
+        return {"forgotten": done["memories"], "beads": done["beads"],
+                "blocks": self.scrub_blocks(query, user=user), "files": self.scrub_files(query, user=user)}
+
     def scrub_blocks(self, query: str, *, user: str | None = None, dry_run: bool = False) -> list[dict]:
         """Take every sentence holding every word of ``query`` out of the user's own core blocks
         (what ``forget --match`` does to them: brandmind/forgetting.py): ``[{"label", "agent",

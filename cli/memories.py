@@ -310,10 +310,9 @@ def _forget_matching(mem: Any, match: str, user: Optional[str], yes: bool) -> di
         console(stderr=True).print(memories_table(found))
     if not confirm(f"Forget these {what}?", yes):
         raise typer.Exit(1)
-    out = mem.forget_many([m["id"] for m in found], [b["id"] for b in turns])
-    out = {**out, "blocks": mem.scrub_blocks(match, user=user), "files": mem.scrub_files(match, user=user)}
+    out = mem.forget_matching(match, user=user)
     _kept_files(out["files"])
-    return out
+    return {**out, "memories": out.pop("forgotten")}
 
 
 def _kept_files(files: list[dict]) -> None:

@@ -146,6 +146,13 @@ def _context(mem: Any, a: dict) -> dict:
 
 
 def _forget(mem: Any, a: dict) -> dict:
+    from brandmind.errors import UsageError
+
+    if ("id" in a) == ("match" in a):
+        raise UsageError("forget takes exactly one of id and match",
+                         hint='give the id recall returned, or match: "the words it says" (every one must occur)')
+    if "match" in a:
+        return mem.forget_matching(a["match"], user=a.get("user"))
     ref = a["id"]
     done = mem.forget_many([], [ref]) if ref.startswith("b_") else mem.forget_many([ref])
     return {"forgotten": done["memories"], "beads": done["beads"]}
@@ -244,9 +251,14 @@ TOOLS: list[Tool] = [
          ("query",), _context, read_only=True, idempotent=True),
     Tool("forget", "Forget a memory",
          "Forget a memory (or a turn) for good, with the turns it came from: it leaves recall, context and "
-         "the store. Use when the user asks you to forget something or a memory is wrong. Same as "
-         "`bm forget ID`.",
-         {"id": MEMORY_ID}, ("id",), _forget, read_only=False, destructive=True, idempotent=True),
+         "the store. Use when the user asks you to forget something or a memory is wrong. Give its id "
+         "(`bm forget ID`), or match: words that all occur in what must go; then every memory and turn "
+         "of the user holding them is forgotten and the sentences saying it leave their core blocks and "
+         "notes (`bm forget --match`).",
+         {"id": MEMORY_ID, "match": _s("Instead of id: words that all occur in what to forget (e.g. "
+                                       "'locker code'); the user's memories, turns, block sentences and "
+                                       "notes holding every one go.", minLength=1),
+          "user": USER}, (), _forget, read_only=False, destructive=True, idempotent=True),
     Tool("block_get", "Read a core memory block",
          "Read a core memory block: a labelled text always shown in context (e.g. human: facts about the "
          "user; agent_persona: who you are), with its size and character limit. Same as `bm block show`.",

@@ -179,6 +179,23 @@ def test_a_forget_removes_the_text_from_later_recall_and_context(store):
     assert "9931" not in ctx["text"] and "Millennium" in ctx["text"] and "no memory" in gone
 
 
+def test_forget_by_match_takes_it_out_of_the_block_too(store):
+    """An agent asked to forget something it wrote into core memory: one call, nothing left to
+    come back in the next context."""
+    async def session(s):
+        await call(s, "block_append", {"label": "human", "text": "Likes tea. Her bank PIN is 9931.", "user": "ann"})
+        await call(s, "remember", {"text": "Ann's bank PIN is 9931", "user": "ann"})
+        done = await call(s, "forget", {"match": "PIN 9931", "user": "ann"})
+        ctx = await call(s, "context", {"query": "Ann bank PIN", "user": "ann"})
+        both = await error(s, "forget", {"match": "PIN", "id": "m_x"})
+        neither = await error(s, "forget", {"user": "ann"})
+        return done, ctx, both, neither
+    done, ctx, both, neither = run(session)
+    assert len(done["forgotten"]) == 1 and done["blocks"] == [{"label": "human", "agent": None, "sentences": 1}]
+    assert "9931" not in ctx["text"] and "Likes tea." in ctx["text"]
+    assert "exactly one of id and match" in both and "exactly one of id and match" in neither
+
+
 def test_core_blocks_are_resources(store):
     async def session(s):
         await call(s, "block_set", {"label": "human", "text": "Prefers tea.", "user": "ann"})
