@@ -56,8 +56,9 @@ def closure(store: "Store", ids: list[str], beads: list[str]) -> tuple[list[str]
     return ids, beads, rows
 
 
-def forget_ids(store: "Store", ids: Iterable[str], bead_ids: Iterable[str] = ()) -> dict:
-    """See the module docstring.  Returns ``{"memories", "beads", "nodes"}`` forgotten."""
+def forget_ids(store: "Store", ids: Iterable[str], bead_ids: Iterable[str] = (), *, keep_keys: bool = False) -> dict:
+    """See the module docstring.  Returns ``{"memories", "beads", "nodes"}`` forgotten.
+    ``keep_keys``: the turns' ingest keys stay free (an edit stores the message again)."""
     ids, beads, rows = closure(store, list(dict.fromkeys(ids)), list(dict.fromkeys(bead_ids)))
     if not ids and not beads:
         return {"memories": [], "beads": [], "nodes": []}
@@ -72,7 +73,7 @@ def forget_ids(store: "Store", ids: Iterable[str], bead_ids: Iterable[str] = ())
                 t.drop_vectors(row["text"])
         for bead_id in beads:
             bead = t.get_bead(bead_id)  # its user tells a mirror remote where the turn is
-            op = t.append(Kind.BEAD_FORGET, {"id": bead_id, **_about(bead)})
+            op = t.append(Kind.BEAD_FORGET, {"id": bead_id, **_about(bead, keep_keys)})
             apply_log_side(t, op)  # its ingest key is kept forgotten
             blob = forget_bead_in_log(t, bead_id, hlc_key(op["hlc"]))
             if blob:
@@ -91,12 +92,13 @@ def forget_ids(store: "Store", ids: Iterable[str], bead_ids: Iterable[str] = ())
     return {"memories": ids, "beads": beads, "nodes": sorted(orphans)}
 
 
-def _about(bead: dict | None) -> dict:
+def _about(bead: dict | None, keep_key: bool = False) -> dict:
     """What a ``bead.forget`` says of the turn: whose it was (a mirror remote deletes it
     there) and the digest of its ingest key (re-sending the message stores nothing)."""
     if bead is None:
         return {}
-    return {"user": bead["user"], **({"key": key_digest(bead["key"])} if bead.get("key") else {})}
+    forgotten = bead.get("key") and not keep_key
+    return {"user": bead["user"], **({"key": key_digest(bead["key"])} if forgotten else {})}
 
 
 def _turns_of(row: dict | None) -> set[str]:

@@ -127,6 +127,14 @@ def known_bead(get: Callable[[bytes], Any], user: str, msg: dict) -> str | None:
     return None
 
 
+def same_text(bead: dict, content: str) -> bool:
+    """Whether a stored bead says ``content`` (a blob's name is the sha256 of its bytes): a
+    message re-sent with its id and another text is an edit."""
+    if "content" in bead:
+        return bead["content"] == content
+    return bead.get("blob") == hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
 def forgotten(get: Callable[[bytes], Any], user: str, msg: dict) -> bool:
     """Whether the message was stored once and its turn forgotten since (its key is kept as a
     digest: FORGOTTEN_KEY): re-sending it stores nothing."""

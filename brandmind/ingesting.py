@@ -2,7 +2,10 @@
 
 Messages provably seen before (by id, else by an explicit ts with thread, role, speaker and
 content: brandmind/ingest.py ``message_key``) are not stored again; a message with neither is
-always new.  A bad line stops the ingest with its line number, after committing the lines
+always new.  One re-sent with its id and another text is an edit (a chat edit, or a streamed reply
+sent again whole): the turn it replaces is forgotten, with what was made from it, and the new text
+stored in its place (its ts, unless the message gives one).  One whose turn was forgotten is not
+stored again.  A bad line stops the ingest with its line number, after committing the lines
 before it (``skip_bad`` reports it and goes on).  Every batch is one op-log transaction and
 one SQLite transaction: nothing is ever half-stored.  Each turn's memory carries its episode:
 that of the turn before it in the thread when the pause since is at most
@@ -20,7 +23,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from . import beads
 from .clock import iso, new_id, now_millis
 from .errors import InvalidInput
-from .ingest import forgotten, known_bead, message_key, read_messages
+from .forgetting import forget_ids
+from .ingest import forgotten, known_bead, message_key, read_messages, same_text
 from .ops import Kind
 from .projection import apply_log_side
 from .storage.memories import last_turn_before
@@ -73,15 +77,20 @@ def ingest(store: "Store", lines: Iterable[str | bytes | dict], *, user: str,
     return report
 
 
-def _unseen(store: "Store", batch: list[dict], user: str, report: dict) -> list[tuple[str | None, dict]]:
-    """The messages of ``batch`` not seen before (in the store, or earlier in this batch)."""
-    fresh, keys = [], set()
+def _unseen(store: "Store", batch: list[dict], user: str, report: dict) -> tuple[list[tuple[str | None, dict]], list[str]]:
+    """The messages of ``batch`` not seen before (in the store, or earlier in this batch), and
+    the beads that messages re-sent with their id and another text replace (an edit)."""
+    fresh, keys, again = [], set(), []
     with store.log.bead_keys() as seen:  # one read of ingest's dedup keys (OpLog.bead_keys)
         for msg in batch:
             key = message_key(user, msg)  # None: nothing proves it was seen, so it is new
             known = known_bead(seen, user, msg)
             if key is not None and not known and key not in keys and forgotten(seen, user, msg):
                 report["forgotten"] = report.get("forgotten", 0) + 1  # (only when some were)
+                keys.add(key)
+                continue
+            if key is not None and known and key not in keys and msg.get("id") is not None:
+                again.append((known, key, msg))  # its text is compared below (a read of its own)
                 keys.add(key)
                 continue
             if key is not None and (key in keys or known):
@@ -91,7 +100,19 @@ def _unseen(store: "Store", batch: list[dict], user: str, report: dict) -> list[
                 continue
             keys.add(key)
             fresh.append((key, msg))
-    return fresh
+    replaced = []
+    for known, key, msg in again:
+        old = store.log.get_bead(known)
+        if old is None or same_text(old, msg["content"]):
+            report["duplicates"] += 1
+            if "_beads" in report:
+                report["_beads"].append(known)
+            continue
+        report["edited"] = report.get("edited", 0) + 1  # (only when some were)
+        replaced.append(known)  # an edit keeps the message's place in the thread
+        fresh.append((key, msg if msg["ts"] is not None else {**msg, "ts": old["ts"]}))
+    return fresh, replaced
+
 
 
 def store_batch(store: "Store", batch: list[dict], user: str, report: dict, *,
@@ -99,7 +120,9 @@ def store_batch(store: "Store", batch: list[dict], user: str, report: dict, *,
     """Store one batch of parsed messages: one log transaction, then one catch-up
     (``expires_at``: of every turn stored, brandmind/expiry.py)."""
     mark = (len(report["_beads"]), len(report["_fresh"])) if "_queue" in report else None
-    fresh = _unseen(store, batch, user, report) if batch else []
+    fresh, replaced = _unseen(store, batch, user, report) if batch else ([], [])
+    if replaced:  # an edited message: its old turn goes (with what was made from it), not its key
+        forget_ids(store, [], replaced, keep_keys=True)
     if not fresh:
         if mark and report["_beads"][mark[0]:]:  # messages stored before: their extraction still
             with store.write() as t:

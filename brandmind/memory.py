@@ -449,7 +449,8 @@ class Memory:
         speaker and content) are not stored again; a message with neither is always new.
         Nor is one whose turn was forgotten since it was stored (counted as ``forgotten``,
         a key of the report only when some were): an agent re-sending its history does not
-        bring back what its user had forgotten.
+        bring back what its user had forgotten.  One re-sent with its id and another text
+        replaces its turn (an edit: ``edited``, also counted in ``ingested``).
         A bad line stops the ingest with its line number, after committing the lines before
         it (``skip_bad`` reports it and goes on).  Every batch is one op-log transaction and
         one SQLite transaction: nothing is ever half-stored.

@@ -167,6 +167,7 @@ def run_ingest(path: str, *, user: Optional[str] = None, skip_bad: bool = False,
             info(line)
     else:
         line = (f"ingested {report['ingested']} message(s), {report['duplicates']} already known, "
+                + (f"{report['edited']} edited (the new text replaces the old), " if report.get("edited") else "")
                 + (f"{report['forgotten']} forgotten before (not stored again), " if report.get("forgotten") else "")
                 + f"{len(report['bad'])} bad line(s) skipped")
         if extract:

@@ -412,13 +412,14 @@ def test_reingest_by_id_stores_nothing_twice(bm, tmp_path):
     assert bm("ingest", str(path)).json()["ingested"] == 3
     again = bm("ingest", str(path)).json()
     assert again["ingested"] == 0 and again["duplicates"] == 3
-    # same ids, edited content: still the same messages
+    # same ids, edited content: the same messages, edited (each new text replaces the old)
     edited = [{**m, "content": m["content"] + " (edited)"} for m in ANN_MESSAGES]
-    assert bm("ingest", "-", input=jsonl(edited)).json()["duplicates"] == 3
+    report = bm("ingest", "-", input=jsonl(edited)).json()
+    assert (report["ingested"], report["edited"], report["duplicates"]) == (3, 3, 0)
     assert memory_count() == 3
-    assert len(bm("beads", "tail", "-n", "100").json()) == 3
-    # one new message alongside the old: only it is stored
-    more = ANN_MESSAGES + [{**ANN_MESSAGES[0], "id": "D1:4", "content": "See you next week!"}]
+    assert [b["content"] for b in bm("beads", "tail", "-n", "100").json()] == [m["content"] for m in edited]
+    # one new message alongside the others: only it is stored
+    more = edited + [{**ANN_MESSAGES[0], "id": "D1:4", "content": "See you next week!"}]
     report = bm("ingest", "-", input=jsonl(more)).json()
     assert (report["ingested"], report["duplicates"]) == (1, 3)
     assert memory_count() == 4

@@ -316,6 +316,40 @@ def test_the_forgotten_key_reaches_another_device(bm, store, tmp_path, monkeypat
         assert all(SECRET not in b["content"] for b in peer.beads_tail(10, user="f"))
 
 
+def test_a_message_re_sent_with_its_id_and_another_text_replaces_its_turn(bm, store, bm_home, tmp_path, monkeypatch):
+    """A chat edit, or a reply streamed in parts and sent again whole: the old text leaves every
+    output and file, the new one takes the turn's place; the same text again is a duplicate."""
+    history = [{"id": "e1", "role": "user", "content": f"meet me at the {SECRET} gate", "ts": "2026-01-02T10:00:00Z"},
+               {"id": "e2", "role": "assistant", "content": "Sure, see you th", "ts": "2026-01-02T10:01:00Z"},
+               {"id": "e3", "role": "user", "content": "bring snacks", "ts": "2026-01-02T10:02:00Z"}]
+    assert replay(bm, history)["ingested"] == 3
+    edited = [{**history[0], "content": "meet me at the north gate"},  # an edit
+              {k: v for k, v in history[1].items() if k != "ts"} | {"content": "Sure, see you there!"},
+              history[2]]
+    dry = replay(bm, edited, "--dry-run")
+    assert (dry["would_ingest"], dry["edited"], dry["duplicates"]) == (2, 2, 1)
+    report = replay(bm, edited)
+    assert (report["ingested"], report["edited"], report["duplicates"]) == (2, 2, 1)
+    turns = bm("beads", "tail", "-u", "f", "--json").json()
+    assert [t["content"] for t in turns] == ["meet me at the north gate", "Sure, see you there!", "bring snacks"]
+    assert turns[1]["ts"] == "2026-01-02T10:01:00.000Z"  # sent without a ts: the turn keeps its own
+    shown = everywhere(bm) + bm("context", "which gate?", "-u", "f").out
+    assert SECRET not in shown and "see you th\n" not in shown and "north gate" in shown
+    assert files_holding(bm_home, SECRET) == []
+    assert replay(bm, edited) == {"ingested": 0, "duplicates": 3, "bad": [], "lines": 3}
+    assert bm("rebuild").code == 0
+    assert replay(bm, edited)["duplicates"] == 3
+    with open_memory() as mem:
+        ops = list(mem.log.iter_ops())
+    monkeypatch.setenv("BM_HOME", str(tmp_path / "peer"))
+    from brandmind.memory import Memory
+
+    with Memory(create=True) as peer:  # another device replays the same ops
+        peer.receive_ops(ops)
+        assert [b["content"] for b in peer.beads_tail(10, user="f")] == [t["content"] for t in turns]
+        assert peer.ingest(edited, user="f")["duplicates"] == 3
+
+
 def test_a_wiped_user_may_start_again_from_their_history(bm, store, bm_home):
     """Wiping a user keeps nothing of theirs, not even which messages were forgotten: the same
     history ingested afterwards is stored (a turn forgotten on its own before stays forgotten)."""

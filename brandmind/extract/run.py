@@ -47,7 +47,7 @@ from .. import validate
 from ..clock import now_millis, parse_time
 from ..errors import BMError, InvalidInput
 from ..facts import Facts
-from ..ingest import forgotten, known_bead, message_key, read_messages
+from ..ingest import forgotten, known_bead, message_key, read_messages, same_text
 from ..storage.extract import beads_extracted_by, beads_with_facts, mark_extracted
 from . import Fact, Turn, person_turns
 from .choose import get_extractor
@@ -248,6 +248,7 @@ def dry_run_ingest(store: "Store", lines: Iterable[Any], *, user: str, skip_bad:
     report: dict[str, Any] = {"dry_run": True, "lines": 0, "would_ingest": 0, "duplicates": 0, "bad": []}
     turns: list[Turn] = []
     known: list[str] = []
+    edits: list[tuple[str, dict]] = []
     seen: set[str] = set()
     def refuse(exc: InvalidInput) -> None:
         exc.message += " — dry run: nothing was stored"
@@ -261,18 +262,30 @@ def dry_run_ingest(store: "Store", lines: Iterable[Any], *, user: str, skip_bad:
                 report["forgotten"] = report.get("forgotten", 0) + 1
                 seen.add(key)
                 continue
-            if key is not None and (key in seen or stored):
+            if key is not None and stored and key not in seen and msg.get("id") is not None:
+                edits.append((stored, msg))  # an edit if its text changed: compared below
+            elif key is not None and (key in seen or stored):
                 report["duplicates"] += 1
                 if stored:
                     known.append(stored)
                 continue
             seen.add(key)
+            if stored:
+                continue
             report["would_ingest"] += 1
             if extract:
                 ts = msg["ts"] if msg["ts"] is not None else now_millis()
                 turn = _turn_of({"speaker": msg["speaker"], "role": msg["role"], "ts": ts}, msg["content"], user)
                 if turn is not None:
                     turns.append(turn)
+    for stored, msg in edits:  # (a read of its own: not inside the keys' read)
+        old = store.log.get_bead(stored)
+        if old is None or same_text(old, msg["content"]):
+            report["duplicates"] += 1
+            known.append(stored)
+        else:
+            report["edited"] = report.get("edited", 0) + 1
+            report["would_ingest"] += 1
     if extract:
         turns = stored_turns(store, known, user, fresh=set()) + turns
         result = extract_turns(store, turns, user=user, dry_run=True)
