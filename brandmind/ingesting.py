@@ -101,8 +101,7 @@ def _unseen(store: "Store", batch: list[dict], user: str, report: dict) -> tuple
             keys.add(key)
             fresh.append((key, msg))
     replaced = []
-    for known, key, msg in again:
-        old = store.log.get_bead(known)
+    for (known, key, msg), old in zip(again, store.log.get_beads(k for k, _, _ in again)):
         if old is None or same_text(old, msg["content"]):
             report["duplicates"] += 1
             if "_beads" in report:

@@ -315,6 +315,11 @@ class OpLog:
         with self.read() as txn:
             return bead_in(txn, self.db["ops"], txn.get(bead_id.encode(), db=self.db["beads"]))
 
+    def get_beads(self, bead_ids: Iterable[str]) -> list[dict | None]:
+        """The beads of ``bead_ids`` (None for one not stored), in one read."""
+        with self.read() as txn:
+            return [bead_in(txn, self.db["ops"], txn.get(b.encode(), db=self.db["beads"])) for b in bead_ids]
+
     def bead_ids(self, user: str, n: int | None = None, *, reverse: bool = True) -> list[str]:
         """Bead ids of ``user``'s thread, newest first (or oldest first), at most n."""
         prefix = user.encode() + b"\0"

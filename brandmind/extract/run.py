@@ -278,8 +278,7 @@ def dry_run_ingest(store: "Store", lines: Iterable[Any], *, user: str, skip_bad:
                 turn = _turn_of({"speaker": msg["speaker"], "role": msg["role"], "ts": ts}, msg["content"], user)
                 if turn is not None:
                     turns.append(turn)
-    for stored, msg in edits:  # (a read of its own: not inside the keys' read)
-        old = store.log.get_bead(stored)
+    for (stored, msg), old in zip(edits, store.log.get_beads(s for s, _ in edits)):  # (not in the keys' read)
         if old is None or same_text(old, msg["content"]):
             report["duplicates"] += 1
             known.append(stored)
