@@ -20,26 +20,31 @@ and redacts the log (brandmind/logforget.py ``forget_user_in_log``).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from .clock import now_millis
 from .ops import Kind
 from .projection import apply_log_side, hlc_key
-from .ingest import key_digest
+from .ingest import key_digest, text_digest
 from .logforget import forget_bead_in_log, forget_memory_in_log, forget_nodes_in_log, forget_user_in_log
 from .storage import forget as q
 from .storage.expiry import pinned_among
+from .storage.keywords import query_words
+from .storage.kwindex import tokenizer
 from .workspace_files import indexed_type
 
 if TYPE_CHECKING:  # pragma: no cover
     from .blocks import Blocks
+    from .logtxn import LogTxn
+    from .sqlstore import SQLStore
     from .workspace import Workspace
     from .store import Store
 
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
-_LEAD = re.compile(r"\s*(?:(?:[-*+>]|#+|\d+[.)])\s+)?")
+_LEAD = re.compile(r"[ \t]*(?:(?:[-*+>]|#+|\d+[.)])[ \t]+)?")
 
 
 def closure(store: "Store", ids: list[str], beads: list[str]) -> tuple[list[str], list[str], dict[str, dict]]:
@@ -56,30 +61,43 @@ def closure(store: "Store", ids: list[str], beads: list[str]) -> tuple[list[str]
     return ids, beads, rows
 
 
-def forget_ids(store: "Store", ids: Iterable[str], bead_ids: Iterable[str] = (), *, keep_keys: bool = False) -> dict:
-    """See the module docstring.  Returns ``{"memories", "beads", "nodes"}`` forgotten.
-    ``keep_keys``: the turns' ingest keys stay free (an edit stores the message again)."""
+def forget_ids(store: "Store", ids: Iterable[str], bead_ids: Iterable[str] = ()) -> dict:
+    """See the module docstring.  Returns ``{"memories", "beads", "nodes"}`` forgotten."""
     ids, beads, rows = closure(store, list(dict.fromkeys(ids)), list(dict.fromkeys(bead_ids)))
     if not ids and not beads:
         return {"memories": [], "beads": [], "nodes": []}
     nodes = q.nodes_named_by(store.sql, ids)
     with store.write() as t:
-        for memory_id in ids:
-            op = t.append(Kind.MEMORY_FORGET, {"id": memory_id})
-            # the text does not linger in the log; a copy of the add arriving later is redacted
-            row = rows.get(memory_id)
-            forget_memory_in_log(t, memory_id, hlc_key(op["hlc"]), row["op_id"] if row else None)
-            if row:
-                t.drop_vectors(row["text"])
-        for bead_id in beads:
-            bead = t.get_bead(bead_id)  # its user tells a mirror remote where the turn is
-            op = t.append(Kind.BEAD_FORGET, {"id": bead_id, **_about(bead, keep_keys)})
-            apply_log_side(t, op)  # its ingest key is kept forgotten
-            blob = forget_bead_in_log(t, bead_id, hlc_key(op["hlc"]))
-            if blob:
-                t.dead_blobs.append(blob)
+        forget_in(t, ids, beads, rows)
     store.catch_up()
-    # graph nodes only these memories named (e.g. the place in a forgotten fact) go too
+    return {"memories": ids, "beads": beads, "nodes": after_forget(store, nodes)}
+
+
+def forget_in(t: "LogTxn", ids: list[str], beads: list[str], rows: dict[str, dict], *,
+              keep_keys: bool = False) -> None:
+    """Append and apply (log side) the forgets of memories ``ids`` (their ``rows``) and of
+    ``beads``, in the caller's write transaction.  ``keep_keys``: the turns' ingest keys stay
+    free (an edit stores the message again in the same transaction)."""
+    for memory_id in ids:
+        op = t.append(Kind.MEMORY_FORGET, {"id": memory_id})
+        # the text does not linger in the log; a copy of the add arriving later is redacted
+        row = rows.get(memory_id)
+        forget_memory_in_log(t, memory_id, hlc_key(op["hlc"]), row["op_id"] if row else None)
+        if row:
+            t.drop_vectors(row["text"])
+    for bead_id in beads:
+        bead = t.get_bead(bead_id)  # its user tells a mirror remote where the turn is
+        op = t.append(Kind.BEAD_FORGET, {"id": bead_id, **_about(bead, keep_keys)})
+        apply_log_side(t, op)  # its ingest key is kept forgotten
+        blob = forget_bead_in_log(t, bead_id, hlc_key(op["hlc"]))
+        if blob:
+            t.dead_blobs.append(blob)
+
+
+def after_forget(store: "Store", nodes: list[str]) -> list[str]:
+    """Once a forget is applied: the graph ``nodes`` only the forgotten memories named (e.g. the
+    place in a forgotten fact) go too; the text leaves the WAL file and the recall index file.
+    Returns the nodes removed."""
     orphans = q.orphan_nodes(store.sql, nodes)
     if orphans:
         with store.write() as t:
@@ -89,16 +107,32 @@ def forget_ids(store: "Store", ids: Iterable[str], bead_ids: Iterable[str] = (),
         store.catch_up()
     store.sql.truncate_wal()  # the pages that held the text leave the WAL file too
     store.searcher.forgotten()  # and their vectors the recall index file
-    return {"memories": ids, "beads": beads, "nodes": sorted(orphans)}
+    return sorted(orphans)
 
 
-def _about(bead: dict | None, keep_key: bool = False) -> dict:
+def edit_plan(store: "Store", beads: list[str]) -> tuple[list[str], dict[str, dict], list[str]]:
+    """What an edit of the turns ``beads`` forgets besides them: the memories made from them
+    alone and not pinned (a merged memory keeps its other turns; a pin is never taken by
+    anything automatic), their rows, and the graph nodes those name."""
+    made = q.memories_from_beads(store.sql, list(beads))
+    rows = {r["id"]: r for r in q.memory_rows(store.sql, made)}
+    pinned = pinned_among(store.sql, list(rows))
+    ids = [m for m, r in rows.items() if m not in pinned and _turns_of(r) <= set(beads)]
+    return ids, {m: rows[m] for m in ids}, q.nodes_named_by(store.sql, ids)
+
+
+def _about(bead: dict | None, edit: bool = False) -> dict:
     """What a ``bead.forget`` says of the turn: whose it was (a mirror remote deletes it
-    there) and the digest of its ingest key (re-sending the message stores nothing)."""
+    there) and the digest of its ingest key (re-sending the message stores nothing), or for an
+    edit that of its old text (re-sending that version is no edit)."""
     if bead is None:
         return {}
-    forgotten = bead.get("key") and not keep_key
-    return {"user": bead["user"], **({"key": key_digest(bead["key"])} if forgotten else {})}
+    if not bead.get("key"):
+        return {"user": bead["user"]}
+    if not edit:
+        return {"user": bead["user"], "key": key_digest(bead["key"])}
+    sha = bead.get("blob") or hashlib.sha256(bead["content"].encode("utf-8")).hexdigest()
+    return {"user": bead["user"], "was": text_digest(bead["key"], sha)}
 
 
 def _turns_of(row: dict | None) -> set[str]:
@@ -134,42 +168,75 @@ def forget_user_ops(store: "Store", user: str) -> None:
     store.searcher.forgotten(names=True)  # the user's vectors and name leave the recall index file
 
 
-def words_of(text: str) -> set[str]:
-    """The words ``forget --match`` compares (case-folded, punctuation dropped)."""
-    return set(re.findall(r"\w+", text.casefold()))
+def matcher(sql: "SQLStore", query: str) -> "Callable[[str], bool] | None":
+    """Whether a text holds every content word of ``query`` the way ``forget --match`` finds
+    memories (FTS5: porter stems over unicode61, stopwords dropped: storage/keywords.py), so a
+    sentence of a block or a file goes exactly when a memory saying it would; None: no word."""
+    words = query_words(query)
+    if not words:
+        return None
+    stems = tokenizer(sql)
+    want = set(tokenizer(sql, query=True)(" ".join(words)))
+    return lambda text: want <= set(stems(text))
 
 
-def without_sentences(text: str, words: set[str]) -> tuple[str, int]:
-    """``text`` without its sentences holding every one of ``words`` (a line they leave empty
-    goes too), and how many went.  Sentences end at . ! ? ; or a line break."""
-    kept, gone = [], 0
+def _units(text: str, wrapped: bool) -> list[str]:
+    """``text`` as its lines, each keeping its line end; ``wrapped`` (a file): a line with the
+    lines after it that continue it (not blank, no list or quote mark, starting in lower case or
+    a digit, after a line that does not end a sentence: a hard-wrapped note).  A block's lines
+    are each their own (one fact a line, as appends write them)."""
+    units: list[str] = []
     for line in text.splitlines(keepends=True):
+        if not wrapped:
+            units.append(line)
+            continue
+        prev = units[-1].rstrip("\r\n") if units else ""
         body = line.rstrip("\r\n")
-        lead = _LEAD.match(body).group()  # a list item's or quote's mark stays with what is left
-        parts = [p for p in _SENTENCE_END.split(body[len(lead):]) if p]
-        left = [p for p in parts if not words <= words_of(p)]
-        gone += len(parts) - len(left)
-        if left or not parts:
-            kept.append(lead + " ".join(left) + line[len(body):])
-    return "".join(kept), gone
+        first = body.lstrip()[:1]
+        goes_on = bool(prev.strip() and first and (first.islower() or first.isdigit())
+                       and not _LEAD.match(body).group().strip() and prev.rstrip()[-1:] not in ".!?;:")
+        if goes_on:
+            units[-1] += line
+        else:
+            units.append(line)
+    return units
+
+
+def without_sentences(text: str, match: "Callable[[str], bool]", *, wrapped: bool = False) -> tuple[str, int]:
+    """``text`` without its sentences that ``match`` (a line, or paragraph, they leave empty goes
+    too), and how many went.  Sentences end at . ! ? ; or where a line is not continued
+    (:func:`_units`); what is not taken out is left byte for byte."""
+    out, gone = [], 0
+    for unit in _units(text, wrapped):
+        end = len(unit.rstrip("\r\n"))
+        lead = len(_LEAD.match(unit[:end]).group())  # a list item's or quote's mark stays with the rest
+        body = unit[lead:end]
+        cuts = sorted({0, len(body), *(m.end() for m in _SENTENCE_END.finditer(body))})
+        spans = [body[a:b] for a, b in zip(cuts, cuts[1:])]
+        kept = [p for p in spans if not match(p)]
+        if len(kept) == len(spans):
+            out.append(unit)
+            continue
+        gone += len(spans) - len(kept)
+        if "".join(kept).strip():
+            out.append(unit[:lead] + "".join(kept).rstrip() + unit[end:])
+    return "".join(out), gone
 
 
 def scrub_blocks(blocks: "Blocks", query: str, user: str, *, dry_run: bool = False) -> list[dict]:
     """The user's own blocks (theirs and their agents') that hold a sentence with every word of
     ``query``, each ``{"label", "agent", "sentences"}``; unless ``dry_run`` those sentences are
     taken out (one block write each: it syncs, and concurrent edits elsewhere merge)."""
-    words = words_of(query)
+    match = matcher(blocks.sql, query)
     out: list[dict] = []
-    if not words:
-        return out
-    for block in blocks.list(user=user):
+    for block in blocks.list(user=user) if match else ():
         if block["scope"] not in ("user", "agent"):
             continue  # the shared persona blocks carry no one's words (the PII guard)
-        _, n = without_sentences(block["value"], words)
+        _, n = without_sentences(block["value"], match)
         if not n:
             continue
         if not dry_run:
-            blocks.write(block["label"], lambda old: without_sentences(old, words)[0], user=user,
+            blocks.write(block["label"], lambda old: without_sentences(old, match)[0], user=user,
                          agent=block["agent"], by_agent=False)
         out.append({"label": block["label"], "agent": block["agent"], "sentences": n})
     return out
@@ -179,19 +246,23 @@ def scrub_files(workspace: "Workspace", query: str, *, dry_run: bool = False) ->
     """The user's workspace files holding a sentence with every word of ``query``, each
     ``{"path", "sentences"}``: unless ``dry_run`` the files recall indexes (notes, profile) lose
     those sentences (rewritten and indexed again); the others (drafts, system: never in a
-    context) are only listed, with ``"kept": True``."""
-    words = words_of(query)
+    context), and a note that holds every word but in no one sentence, are only listed, with
+    ``"kept": True`` and ``"why"``."""
+    match = matcher(workspace.store.sql, query)
     out: list[dict] = []
-    for entry in workspace.find("*") if words else ():
+    for entry in workspace.find("*") if match else ():
         try:
             text = workspace.cat(entry["path"]).decode("utf-8")
         except UnicodeDecodeError:
             continue  # not text: nothing a context shows
-        new, n = without_sentences(text, words)
-        if not n:
-            continue
+        new, n = without_sentences(text, match, wrapped=True)
         indexed = indexed_type(entry["path"]) is not None
+        if not n:
+            if indexed and match(text):  # every word, but in no one sentence: the user's to edit
+                out.append({"path": entry["path"], "sentences": 0, "kept": True, "why": "not in one sentence"})
+            continue
         if indexed and not dry_run:
             workspace.write(entry["path"], new)
-        out.append({"path": entry["path"], "sentences": n, **({} if indexed else {"kept": True})})
+        out.append({"path": entry["path"], "sentences": n,
+                    **({} if indexed else {"kept": True, "why": "never recalled"})})
     return out

@@ -103,6 +103,23 @@ def forgotten_key(key: str) -> bytes:
     return FORGOTTEN_KEY + bytes.fromhex(key_digest(key))
 
 
+# bead_keys db: a text an edit replaced, as this prefix + 16 bytes of ``text_digest`` (carried by
+# the edit's ``bead.forget`` as ``was``): re-sending that older version is not an edit again.
+SUPERSEDED_KEY = b"\x01"
+
+
+def text_digest(key: str, content_sha256: str) -> str:
+    """The digest a superseded text of the message ``key`` is kept as (from the sha256 hex of
+    the text, which a blob is named by: an edit need not read the old text)."""
+    return hashlib.sha256(f"{key}\x1f{content_sha256}".encode()).hexdigest()[:32]
+
+
+def superseded(get: Callable[[bytes], Any], key: str, content: str) -> bool:
+    """Whether ``content`` is a text the message ``key`` had before an edit replaced it."""
+    sha = hashlib.sha256(content.encode("utf-8")).hexdigest()
+    return get(SUPERSEDED_KEY + bytes.fromhex(text_digest(key, sha))) is not None
+
+
 def _keys(user: str, msg: dict) -> list[str]:
     """The keys a message may be stored under: its key, and for a line with a ts and no id the
     key bm gave it before the role was part of it (thread + ts + speaker + content)."""

@@ -4,8 +4,9 @@ Messages provably seen before (by id, else by an explicit ts with thread, role, 
 content: brandmind/ingest.py ``message_key``) are not stored again; a message with neither is
 always new.  One re-sent with its id and another text is an edit (a chat edit, or a streamed reply
 sent again whole): the turn it replaces is forgotten, with what was made from it, and the new text
-stored in its place (its ts, unless the message gives one).  One whose turn was forgotten is not
-stored again.  A bad line stops the ingest with its line number, after committing the lines
+stored in its place (its ts, unless the message gives one), in the one transaction of its batch;
+its old text is kept as superseded (a digest), so re-sending an older version changes nothing.
+One whose turn was forgotten is not stored again.  A bad line stops the ingest with its line number, after committing the lines
 before it (``skip_bad`` reports it and goes on).  Every batch is one op-log transaction and
 one SQLite transaction: nothing is ever half-stored.  Each turn's memory carries its episode:
 that of the turn before it in the thread when the pause since is at most
@@ -23,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from . import beads
 from .clock import iso, new_id, now_millis
 from .errors import InvalidInput
-from .forgetting import forget_ids
-from .ingest import forgotten, known_bead, message_key, read_messages, same_text
+from .forgetting import after_forget, edit_plan, forget_in
+from .ingest import forgotten, known_bead, message_key, read_messages, same_text, superseded
 from .ops import Kind
 from .projection import apply_log_side
 from .storage.memories import last_turn_before
@@ -78,28 +79,34 @@ def ingest(store: "Store", lines: Iterable[str | bytes | dict], *, user: str,
 
 
 def _unseen(store: "Store", batch: list[dict], user: str, report: dict) -> tuple[list[tuple[str | None, dict]], list[str]]:
-    """The messages of ``batch`` not seen before (in the store, or earlier in this batch), and
-    the beads that messages re-sent with their id and another text replace (an edit)."""
+    """The messages of ``batch`` to store: not seen before (in the store, or earlier in this
+    batch), or an edit (re-sent with their id and a text their turn neither says nor said
+    before: ``ingest.superseded``); and the beads the edits replace.  Of the lines of one id
+    in a batch, the last is the message (a reply streamed in parts, then whole)."""
     fresh, keys, again = [], set(), []
+    last = {message_key(user, m): i for i, m in enumerate(batch) if m.get("id") is not None}
     with store.log.bead_keys() as seen:  # one read of ingest's dedup keys (OpLog.bead_keys)
-        for msg in batch:
+        for i, msg in enumerate(batch):
             key = message_key(user, msg)  # None: nothing proves it was seen, so it is new
             known = known_bead(seen, user, msg)
             if key is not None and not known and key not in keys and forgotten(seen, user, msg):
                 report["forgotten"] = report.get("forgotten", 0) + 1  # (only when some were)
                 keys.add(key)
                 continue
-            if key is not None and known and key not in keys and msg.get("id") is not None:
-                again.append((known, key, msg))  # its text is compared below (a read of its own)
-                keys.add(key)
-                continue
-            if key is not None and (key in keys or known):
-                report["duplicates"] += 1
+            if key is not None and (key in keys or last.get(key, i) != i or superseded(seen, key, msg["content"])):
+                report["duplicates"] += 1  # seen in this batch, a later line has its id, or an old text of it
                 if known and "_beads" in report:
                     report["_beads"].append(known)
                 continue
             keys.add(key)
-            fresh.append((key, msg))
+            if known and msg.get("id") is not None:
+                again.append((known, key, msg))  # its text is compared below (a read of its own)
+            elif known:
+                report["duplicates"] += 1
+                if "_beads" in report:
+                    report["_beads"].append(known)
+            else:
+                fresh.append((key, msg))
     replaced = []
     for (known, key, msg), old in zip(again, store.log.get_beads(k for k, _, _ in again)):
         if old is None or same_text(old, msg["content"]):
@@ -108,10 +115,10 @@ def _unseen(store: "Store", batch: list[dict], user: str, report: dict) -> tuple
                 report["_beads"].append(known)
             continue
         report["edited"] = report.get("edited", 0) + 1  # (only when some were)
-        replaced.append(known)  # an edit keeps the message's place in the thread
-        fresh.append((key, msg if msg["ts"] is not None else {**msg, "ts": old["ts"]}))
+        replaced.append(known)  # an edit keeps the turn's place in the thread, and its expiry
+        keep = {"ts": old["ts"]} if msg["ts"] is None else {}
+        fresh.append((key, {**msg, **keep, "expires_at": old.get("expires_at")}))
     return fresh, replaced
-
 
 
 def store_batch(store: "Store", batch: list[dict], user: str, report: dict, *,
@@ -120,8 +127,9 @@ def store_batch(store: "Store", batch: list[dict], user: str, report: dict, *,
     (``expires_at``: of every turn stored, brandmind/expiry.py)."""
     mark = (len(report["_beads"]), len(report["_fresh"])) if "_queue" in report else None
     fresh, replaced = _unseen(store, batch, user, report) if batch else ([], [])
-    if replaced:  # an edited message: its old turn goes (with what was made from it), not its key
-        forget_ids(store, [], replaced, keep_keys=True)
+    # an edited message: its old turn goes in the same transaction (with the memories made from
+    # it alone, not pinned ones), its key stays free, its old text is kept as superseded
+    edit = edit_plan(store, replaced) if replaced else None
     if not fresh:
         if mark and report["_beads"][mark[0]:]:  # messages stored before: their extraction still
             with store.write() as t:
@@ -141,6 +149,8 @@ def store_batch(store: "Store", batch: list[dict], user: str, report: dict, *,
     stored = 0
     ops: dict[int, dict] = {}  # arrival -> op: the catch-up does not read them back
     with store.write() as t:
+        if edit:
+            forget_in(t, edit[0], replaced, edit[1], keep_keys=True)
         for (key, msg), text in zip(fresh, texts):
             if key is not None and t.key_forgotten(key):  # another process forgot it meanwhile
                 report["forgotten"] = report.get("forgotten", 0) + 1
@@ -150,7 +160,8 @@ def store_batch(store: "Store", batch: list[dict], user: str, report: dict, *,
                 if "_beads" in report:
                     report["_beads"].append(t.bead_for_key(key))
                 continue
-            bead_id = _store_turn(store, t, msg, key, text, user, now, episodes, ops, expires_at)
+            bead_id = _store_turn(store, t, msg, key, text, user, now, episodes, ops,
+                                  expires_at if expires_at is not None else msg.get("expires_at"))
             stored += 1
             if "_beads" in report:
                 report["_beads"].append(bead_id)
@@ -158,6 +169,8 @@ def store_batch(store: "Store", batch: list[dict], user: str, report: dict, *,
         if mark:
             _queue_job(t, report, mark)
     store.catch_up(fresh=ops, vectors=known)
+    if edit:
+        after_forget(store, edit[2])
     report["ingested"] += stored
 
 

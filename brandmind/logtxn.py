@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from .clock import CLOCK_HINT, HLC, hlc_key, skewed_by, span
 from .errors import ClockSkew
-from .ingest import FORGOTTEN_KEY, forgotten_key
+from .ingest import FORGOTTEN_KEY, SUPERSEDED_KEY, forgotten_key
 from .logvalues import PACKED_AFTER, dumps, loads, pack, pack_after, plain  # noqa: F401  (oplog imports dumps/loads from here)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -377,6 +377,11 @@ class LogTxn:
         its forget came from a bm before 2026-11-30): ingest stores it no more."""
         if digest:
             self.txn.put(FORGOTTEN_KEY + bytes.fromhex(digest), b"", db=self.db["bead_keys"])
+
+    def supersede(self, digest: str | None) -> None:
+        """Keep a text an edit replaced (by ``ingest.text_digest``): re-sent, it is no edit."""
+        if digest:
+            self.txn.put(SUPERSEDED_KEY + bytes.fromhex(digest), b"", db=self.db["bead_keys"])
 
     def key_forgotten(self, key: str) -> bool:
         return self.txn.get(forgotten_key(key), db=self.db["bead_keys"]) is not None

@@ -403,18 +403,15 @@ class Memory:
         return scrub_files(self.workspace(user), query, dry_run=dry_run)
 
     def match_beads(self, query: str, *, user: str | None = None, limit: int = 1000) -> list[dict]:
-        """The user's beads containing every word of ``query`` (what ``forget --match``
-        removes beside the memories: a turn kept only as a bead, e.g. `bm beads add`)."""
-        import re
-
-        words = re.findall(r"\w+", validate.text(query, what="query").casefold())
-        if not words:
-            return []
-        out = []
-        for bead_id in self.log.bead_ids(self.store.user(user), None):
+        """The user's beads holding every word of ``query`` as :meth:`match` finds memories
+        (stems, stopwords dropped): what ``forget --match`` removes beside the memories (a turn
+        kept only as a bead, e.g. `bm beads add`)."""
+        from .forgetting import matcher  # lazy: loaded by the calls that need it, not by every cold `bm recall`
+        match = matcher(self.sql, validate.text(query, what="query"))
+        out: list[dict] = []
+        for bead_id in self.log.bead_ids(self.store.user(user), None) if match else ():
             bead = self.get_bead(bead_id)
-            have = set(re.findall(r"\w+", bead["content"].casefold()))
-            if all(w in have for w in words):
+            if match(bead["content"]):
                 out.append(bead)
                 if len(out) >= limit:
                     break

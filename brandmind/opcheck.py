@@ -275,6 +275,7 @@ def bead_forget(p: dict) -> None:
     _id(_need(p, "id"), "bead id")
     _opt(p, "user", _name, "user")  # whose turn it was (mirrors delete it there); older ops lack it
     _opt(p, "key", _digest, "message key digest")  # its ingest key, kept forgotten; older ops lack it
+    _opt(p, "was", _digest, "superseded text digest")  # an edit's old text
 
 
 def memory_retire(p: dict) -> None:

@@ -58,10 +58,11 @@ Op kinds and their payloads (merge rules: brandmind/merge.py and the apply funct
 ``memory.forget`` {id}: remove wins; the id is tombstoned, so a late add cannot resurrect it
 ``memory.pin``    {id, user, pinned}: never expired nor taken by ``forget --older-than`` (brandmind/
                    expiry.py).  Merge: LWW by HLC; not here yet: waits; dead: dropped
-``bead.forget``   {id, user?, key?}: a turn forgotten (``bm beads rm``, or with a memory made
-                   from it): LMDB only (logforget.forget_bead_in_log): the bead goes, its add
-                   is redacted, a late add is stored redacted (remove wins); ``key``
-                   (ingest.key_digest) stays in ``bead_keys``: a re-sent message is not stored
+``bead.forget``   {id, user?, key?, was?}: a turn forgotten (``bm beads rm``, with a memory made
+                   from it, or edited): LMDB only (logforget.forget_bead_in_log): the bead goes,
+                   its add is redacted, a late add is stored redacted (remove wins); ``key``
+                   (ingest.key_digest) / ``was`` (an edit's old text: ingest.text_digest) stay
+                   in ``bead_keys``: the message, or that old text of it, is not stored again
 ``user.forget``   {user}: every memory, bead and graph node of the user stamped before it
                    goes (whenever it arrives), and their persona assignments; the user's
                    tombstone keeps the latest forget's HLC
@@ -87,15 +88,13 @@ Op kinds and their payloads (merge rules: brandmind/merge.py and the apply funct
                    explicit}: a core memory block (brandmind/blocks.py); id = hash of scope,
                    owner and label, so replicas defining the same block converge.  Merge: per
                    field of ``explicit``, LWW by HLC; fields nobody set keep the label's default
-``block.update``  {id, scope, origin, seq, update, deps, user, agent}: one write to a block as
-                   a base64 pycrdt update.  Merge: CRDT text, applied per origin strictly in
-                   ``seq`` order and only once the block's state vector covers ``deps`` (the
-                   writer's state vector); others wait in ``block_updates`` until the gap
-                   fills (pycrdt 0.14.13 diverges otherwise).  Over-limit merge results are
-                   kept and flagged ``over_limit`` (never truncated).  Both kinds are ignored
-                   for a user/agent block whose owner was forgotten at a later HLC;
-                   ``user.forget`` drops the user's own blocks and nulls their name on their
-                   earlier persona-block updates (:func:`redact_block`)
+``block.update``  {id, scope, origin, seq, update, deps, user, agent}: one write to a block as a
+                   base64 pycrdt update.  Merge: CRDT text, applied per origin strictly in ``seq``
+                   order once the block's state vector covers ``deps`` (the writer's); others
+                   wait in ``block_updates`` (pycrdt 0.14.13 diverges otherwise).  Over-limit
+                   results are kept, flagged ``over_limit``.  Both kinds are ignored for a block
+                   whose owner was forgotten at a later HLC; ``user.forget`` drops the user's
+                   blocks and nulls their name on their persona-block updates (redact_block)
 ``skill.add``     {name, description, input_schema, examples, tags, version, body, source,
                    meta, ts}: the whole skill (brandmind/skills.py).  Merge: the visible skill
                    of a name is, among its adds stamped after its latest remove, the one with
@@ -119,12 +118,11 @@ Op kinds and their payloads (merge rules: brandmind/merge.py and the apply funct
 (workspace files, brandmind/workspace.py, are indexed as ``memory.add`` ops with meta
  kind "file" and dropped with ``memory.forget``; no op kind of their own)
 
-``memory.add`` payloads of forgotten memories are redacted in the log to
-``{"id": ..., "redacted": true}``, which applies as a kill of the id; so are the
-``memory.add``, ``bead.add`` and ``kg.node`` payloads of a forgotten user
-(those stamped before the ``user.forget``), and their ``memory.retire``,
-``memory.confirm``, ``memory.merge`` and ``kg.edge`` ops, and their ``persona.assign`` /
-``persona.unassign`` ops (to ``{"redacted": true}``) (the ``owner`` and ``redact`` hooks).
+``memory.add`` payloads of forgotten memories are redacted in the log to ``{"id": ...,
+"redacted": true}``, which applies as a kill of the id; so are the ``memory.add``, ``bead.add``
+and ``kg.node`` payloads of a forgotten user (stamped before the ``user.forget``), and their
+``memory.retire``, ``memory.confirm``, ``memory.merge``, ``kg.edge`` ops, and ``persona.assign``
+/ ``persona.unassign`` ops (to ``{"redacted": true}``) (the ``owner`` and ``redact`` hooks).
 Forgetting a memory also removes its mentions, its typed links and the graph edges whose
 only evidence it is.
 """
@@ -182,6 +180,7 @@ class BeadForget(TypedDict):
     id: str
     user: NotRequired[str]
     key: NotRequired[str]
+    was: NotRequired[str]
 
 
 class MemoryAdd(TypedDict):
@@ -549,8 +548,9 @@ def apply_user_forget_log(txn: "LogTxn", op: dict, hk: str) -> None:
 
 
 def apply_bead_forget_log(txn: "LogTxn", op: dict, hk: str) -> None:
-    """The turn's ingest key is kept forgotten (its bead goes in logforget.forget_bead_in_log)."""
+    """The turn's ingest key kept forgotten, or its old text superseded (an edit): bead_keys."""
     txn.forget_key(op["payload"].get("key"))
+    txn.supersede(op["payload"].get("was"))
 
 
 def no_log_side(txn: "LogTxn", op: dict, hk: str) -> None:

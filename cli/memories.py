@@ -225,7 +225,8 @@ def forget(
     elif dry_run:
         info(f"would forget {len(result['forgotten'])} memories and {len(result['beads'])} turns"
              " (and the turns and memories they came from or gave)")
-    elif result["forgotten"] or result["beads"] or result.get("blocks"):
+    elif result["forgotten"] or result["beads"] or result.get("blocks") or any(
+            not f.get("kept") for f in result.get("files", [])):
         edited = [f["path"] for f in result.get("files", []) if not f.get("kept")]
         info(f"forgot {len(result['forgotten'])} memories and {len(result['beads'])} turns"
              + (f"; took out {_sentences(result['blocks'])}" if result.get("blocks") else "")
@@ -319,7 +320,9 @@ def _kept_files(files: list[dict]) -> None:
     """Say which files still hold the words (drafts, system: not indexed, so never in a context)."""
     for f in files:
         if f.get("kept"):
-            info(f"note: {f['path']} still says it (drafts and system files are never recalled): "
+            why = ("drafts and system files are never recalled" if f["why"] == "never recalled"
+                   else "every word, but in no one sentence: not edited")
+            info(f"note: {f['path']} still says it ({why}): "
                  f"`bm fs cat {f['path']}` shows it, `bm fs write` or `bm fs rm` changes it")
 
 

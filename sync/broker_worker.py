@@ -110,7 +110,7 @@ class BrokerWorker:
         self.stores: OrderedDict[str, Any] = OrderedDict()
         self.embedder: Any = None
         self.lags = Lags()
-        self.stats = {"consumer": self.name, "events": 0, "stored": 0, "duplicates": 0, "forgotten": 0, "dead": 0, "claimed": 0,
+        self.stats = {"consumer": self.name, "events": 0, "stored": 0, "duplicates": 0, "edited": 0, "forgotten": 0, "dead": 0, "claimed": 0,
                       "rounds": 0, "failures": 0, "broker_down": 0, "last_error": None}
         self.users: set[str] = set()
         self.sync = sync                    # a sync.broker_sync.FleetSync, or None
@@ -325,6 +325,7 @@ class BrokerWorker:
         now = time.time() * 1000
         self.stats["stored"] += report["ingested"]
         self.stats["duplicates"] += report["duplicates"]
+        self.stats["edited"] += report.get("edited", 0)  # (counted in stored too)
         self.stats["forgotten"] += report.get("forgotten", 0)  # re-sent after their turn was forgotten
         for ev in events:
             self.attempts.pop((ev.shard, ev.id), None)

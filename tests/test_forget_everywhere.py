@@ -217,7 +217,7 @@ def test_forget_match_takes_the_sentences_out_of_notes_and_names_the_drafts(bm, 
     assert SECRET in bm("context", "what is the locker code?", "-u", "f").out
     res = bm("forget", "--match", f"locker {SECRET}", "-u", "f", "--yes", "--json")
     assert res.code == 0, res
-    assert res.json()["files"] == [{"path": "/drafts/d.md", "sentences": 1, "kept": True},
+    assert res.json()["files"] == [{"path": "/drafts/d.md", "sentences": 1, "kept": True, "why": "never recalled"},
                                    {"path": "/notes/ann.md", "sentences": 1}]
     assert "note: /drafts/d.md still says it" in res.err
     assert bm("fs", "cat", "/notes/ann.md", "-u", "f").out == "# Ann\n- She likes tea.\n- Works at Acme\n"
@@ -242,17 +242,46 @@ def test_forget_match_that_only_a_block_holds_still_asks_first(bm, store):
     assert bm("block", "show", "human", "-u", "f", "--json").json()["value"] == ""
 
 
-def test_without_sentences_takes_only_the_sentences_with_every_word():
-    from brandmind.forgetting import without_sentences, words_of
+def test_without_sentences_takes_only_the_sentences_with_every_word(store):
+    """Words as forget --match finds memories (stems, stopwords dropped); sentences end at
+    . ! ? ; or a line that is not continued; what stays is left byte for byte."""
+    from brandmind.forgetting import matcher, without_sentences
 
-    words = words_of("Locker CODE")
-    assert without_sentences("Likes tea. My locker code is 12! Works; code red.\nlocker\n", words) == \
+    with open_memory() as mem:
+        match = matcher(mem.sql, "the Locker CODES")
+        assert matcher(mem.sql, "!!") is None
+    assert without_sentences("Likes tea. My locker code is 12!  Works; code red.\nlocker\n", match) == \
         ("Likes tea. Works; code red.\nlocker\n", 1)
-    assert without_sentences("the locker code\nnext line", words) == ("next line", 1)
-    assert without_sentences("a\n\nb", words) == ("a\n\nb", 0)  # empty lines stay
-    assert without_sentences("lockers coded", words) == ("lockers coded", 0)  # whole words only
-    assert without_sentences("- x. locker code y\n> code locker\n1. a locker code! b\n", words) == \
+    assert without_sentences("the locker code\nNext line", match) == ("Next line", 1)
+    assert without_sentences("a\n\nb", match) == ("a\n\nb", 0)  # empty lines stay
+    assert without_sentences("locked coder", match) == ("locked coder", 0)  # other stems
+    assert without_sentences("- x. lockers coded y\n> code locker\n1. a locker code! b\n", match) == \
         ("- x.\n1. b\n", 3)  # a list item's mark stays with what is left of it
+    # a hard-wrapped sentence goes whole; the lines around it, and their spacing, stay
+    wrapped = "Keep  this.  \nmy locker code\nis 4711, and more.\nLikes tea\n"  # a file's hard wrap
+    assert without_sentences(wrapped, match, wrapped=True) == ("Keep  this.  \nLikes tea\n", 1)
+    assert without_sentences("likes tea\nlocker code: 4711\nworks at Acme", match) == \
+        ("likes tea\nworks at Acme", 1)  # a block's lines: each its own
+
+
+def test_forget_match_finds_sentences_as_it_finds_memories(bm, store):
+    """--match "the locker codes" forgets the memory "Her locker code is 4711" (FTS5 stems,
+    stopwords dropped): the block's sentence saying it goes too, and a hard-wrapped note's."""
+    assert bm("block", "set", "human", "Her locker code is 4711. Likes tea.", "-u", "f").code == 0
+    assert bm("fs", "write", "/notes/n.md", "-", "-u", "f", input="Sauna towels.\nmy locker code\nis 4711\n").code == 0
+    assert bm("remember", "Her locker code is 4711", "-u", "f").code == 0
+    res = bm("forget", "--match", "the locker codes", "-u", "f", "--yes", "--json").json()
+    assert len(res["forgotten"]) == 2 and res["blocks"][0]["sentences"] == 1  # the memory and the note's chunk
+    assert res["files"] == [{"path": "/notes/n.md", "sentences": 1}]
+    assert bm("fs", "cat", "/notes/n.md", "-u", "f").out == "Sauna towels.\n"
+    shown = bm("context", "locker code", "-u", "f").out
+    assert "4711" not in shown and "Likes tea." in shown
+    assert "Sauna towels" in bm("recall", "sauna towels", "-u", "f", "--json").out  # the note's rest indexed
+    # every word in a note, but in no one sentence: named, not edited
+    assert bm("fs", "write", "/notes/m.md", "-", "-u", "f", input="My locker is blue. Its code is 4711.\n").code == 0
+    res = bm("forget", "--match", "locker code 4711", "-u", "f", "--yes", "--json")
+    assert res.json()["files"] == [{"path": "/notes/m.md", "sentences": 0, "kept": True, "why": "not in one sentence"}]
+    assert "note: /notes/m.md still says it (every word, but in no one sentence" in res.err
 
 
 # -- an agent re-sending its history --------------------------------------------------------------
@@ -348,6 +377,69 @@ def test_a_message_re_sent_with_its_id_and_another_text_replaces_its_turn(bm, st
         peer.receive_ops(ops)
         assert [b["content"] for b in peer.beads_tail(10, user="f")] == [t["content"] for t in turns]
         assert peer.ingest(edited, user="f")["duplicates"] == 3
+
+
+def test_an_edit_is_the_last_line_of_its_id_and_never_flips_back(bm, store, monkeypatch):
+    """A reply streamed in parts then sent whole, within a batch or across batches: the last line
+    of an id is the message; re-running the same file changes nothing (the superseded texts are
+    kept as digests, through a rebuild too)."""
+    import brandmind.ingesting as ingesting
+
+    stored = [{"id": "x1", "role": "assistant", "content": "Final answer: 42.", "ts": "2026-01-02T10:00:00Z"}]
+    assert replay(bm, stored)["ingested"] == 1
+    parts = [{**stored[0], "content": "Final ans"}, stored[0]]  # the parts, then the whole reply
+    assert replay(bm, parts) == {"ingested": 0, "duplicates": 2, "bad": [], "lines": 2}
+    assert [b["content"] for b in bm("beads", "tail", "-u", "f", "--json").json()] == ["Final answer: 42."]
+    monkeypatch.setattr(ingesting, "BATCH", 2)  # the same id two batches apart
+    long = [{"id": "y1", "role": "assistant", "content": "The answer is", "ts": "2026-01-02T11:00:00Z"},
+            {"id": "y2", "role": "user", "content": "hm", "ts": "2026-01-02T11:00:01Z"},
+            {"id": "y1", "role": "assistant", "content": "The answer is 42, final.", "ts": "2026-01-02T11:00:00Z"}]
+    first = replay(bm, long)
+    assert (first["ingested"], first["edited"]) == (3, 1)
+    for _ in range(2):
+        assert replay(bm, long) == {"ingested": 0, "duplicates": 3, "bad": [], "lines": 3}
+    assert bm("rebuild").code == 0
+    assert replay(bm, long)["duplicates"] == 3
+    turns = [b["content"] for b in bm("beads", "tail", "-u", "f", "--json").json()]
+    assert turns == ["Final answer: 42.", "The answer is 42, final.", "hm"]
+
+
+def test_an_edit_spares_pins_and_other_turns_memories_and_keeps_the_expiry(bm, store):
+    with open_memory() as mem:
+        mem.ingest([{"id": "u1", "role": "user", "content": "I moved to Porto last May.", "ts": "2026-01-02T10:00:00Z"},
+                    {"id": "u2", "role": "user", "content": "I moved to Porto last May!", "ts": "2026-01-02T10:01:00Z"},
+                    {"id": "u3", "role": "user", "content": "My dentist is Dr Silva", "ts": "2026-01-02T10:02:00Z"}],
+                   user="f", ttl="30d")
+        by_text = {m["text"]: m for m in mem.list_memories(user="f")}
+        pinned = by_text["My dentist is Dr Silva"]["id"]
+        mem.pin(pinned)
+        merged = mem.consolidate(user="f", include_turns=True, threshold=0.9)
+        assert merged["merged"], merged
+        keep = merged["groups"][0]["kept"]
+        report = mem.ingest([{"id": "u2", "role": "user", "content": "I moved to Porto in May.", "ts": "2026-01-02T10:01:00Z"},
+                             {"id": "u3", "role": "user", "content": "My dentist is Dr Sousa", "ts": "2026-01-02T10:02:00Z"}],
+                            user="f")
+        assert report["edited"] == 2
+        ids = {m["id"] for m in mem.list_memories(user="f")}
+        assert pinned in ids and keep in ids  # a pin, and the memory of two turns, stay
+        beads = {b["content"]: b for b in mem.beads_tail(10, user="f")}
+        assert set(beads) == {"I moved to Porto last May.", "I moved to Porto in May.", "My dentist is Dr Sousa"}
+        assert all(b.get("expires_at") for b in beads.values())  # the edits keep the turns' expiry
+
+
+def test_an_edit_whose_text_cannot_be_embedded_changes_nothing(bm, store, monkeypatch):
+    replay(bm, [{"id": "z1", "role": "user", "content": f"gate {SECRET}", "ts": "2026-01-02T10:00:00Z"}])
+    from brandmind.errors import EmbedderUnavailable
+    from brandmind.store import Store
+
+    def down(self, texts):
+        raise EmbedderUnavailable("the embedder is down", hint="start it")
+    with monkeypatch.context() as m:
+        m.setattr(Store, "embed_docs", down)
+        res = bm("ingest", "-", "-u", "f", input=json.dumps({"id": "z1", "role": "user", "content": "north gate"}) + "\n")
+    assert_error(res, 1, "the embedder is down")
+    assert [b["content"] for b in bm("beads", "tail", "-u", "f", "--json").json()] == [f"gate {SECRET}"]
+    assert SECRET in bm("context", "gate", "-u", "f").out
 
 
 def test_a_wiped_user_may_start_again_from_their_history(bm, store, bm_home):

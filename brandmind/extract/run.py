@@ -47,7 +47,7 @@ from .. import validate
 from ..clock import now_millis, parse_time
 from ..errors import BMError, InvalidInput
 from ..facts import Facts
-from ..ingest import forgotten, known_bead, message_key, read_messages, same_text
+from ..ingest import forgotten, known_bead, message_key, read_messages, same_text, superseded
 from ..storage.extract import beads_extracted_by, beads_with_facts, mark_extracted
 from . import Fact, Turn, person_turns
 from .choose import get_extractor
@@ -262,7 +262,8 @@ def dry_run_ingest(store: "Store", lines: Iterable[Any], *, user: str, skip_bad:
                 report["forgotten"] = report.get("forgotten", 0) + 1
                 seen.add(key)
                 continue
-            if key is not None and stored and key not in seen and msg.get("id") is not None:
+            if key is not None and stored and key not in seen and msg.get("id") is not None \
+                    and not superseded(get, key, msg["content"]):
                 edits.append((stored, msg))  # an edit if its text changed: compared below
             elif key is not None and (key in seen or stored):
                 report["duplicates"] += 1
@@ -285,6 +286,11 @@ def dry_run_ingest(store: "Store", lines: Iterable[Any], *, user: str, skip_bad:
         else:
             report["edited"] = report.get("edited", 0) + 1
             report["would_ingest"] += 1
+            if extract:  # the edit's turn would be extracted anew (at the old turn's time)
+                turn = _turn_of({"speaker": msg["speaker"], "role": msg["role"],
+                                 "ts": msg["ts"] if msg["ts"] is not None else old["ts"]}, msg["content"], user)
+                if turn is not None:
+                    turns.append(turn)
     if extract:
         turns = stored_turns(store, known, user, fresh=set()) + turns
         result = extract_turns(store, turns, user=user, dry_run=True)
