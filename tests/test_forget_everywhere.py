@@ -459,6 +459,8 @@ def test_a_bead_forget_with_a_bad_key_is_refused():
     assert problem(op) is None
     for bad in ("0" * 31, "G" * 32, "A" * 32, 7, ["x"], "f\x1fid\x1fmain\x1ft2"):
         assert "key" in problem({**op, "payload": {"id": "b_1", "key": bad}}), bad
+        assert "superseded" in problem({**op, "payload": {"id": "b_1", "was": bad}}), bad
+    assert problem({**op, "payload": {"id": "b_1", "was": "f" * 32}}) is None
 
 
 # -- across devices, through a real S3 server ----------------------------------------------------
