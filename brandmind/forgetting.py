@@ -171,55 +171,36 @@ def forget_user_ops(store: "Store", user: str) -> None:
 def matcher(sql: "SQLStore", query: str) -> "Callable[[str], bool] | None":
     """Whether a text holds every content word of ``query`` the way ``forget --match`` finds
     memories (FTS5: porter stems over unicode61, stopwords dropped: storage/keywords.py), so a
-    sentence of a block or a file goes exactly when a memory saying it would; None: no word."""
+    sentence of a block or a file goes exactly when a memory saying it would; None: no word
+    the tokenizer keeps (``_``: then nothing matches, as FTS5 finds nothing)."""
     words = query_words(query)
-    if not words:
+    want = set(tokenizer(sql, query=True)(" ".join(words))) if words else set()
+    if not want:
         return None
     stems = tokenizer(sql)
-    want = set(tokenizer(sql, query=True)(" ".join(words)))
     return lambda text: want <= set(stems(text))
 
 
-def _units(text: str, wrapped: bool) -> list[str]:
-    """``text`` as its lines, each keeping its line end; ``wrapped`` (a file): a line with the
-    lines after it that continue it (not blank, no list or quote mark, starting in lower case or
-    a digit, after a line that does not end a sentence: a hard-wrapped note).  A block's lines
-    are each their own (one fact a line, as appends write them)."""
-    units: list[str] = []
-    for line in text.splitlines(keepends=True):
-        if not wrapped:
-            units.append(line)
-            continue
-        prev = units[-1].rstrip("\r\n") if units else ""
-        body = line.rstrip("\r\n")
-        first = body.lstrip()[:1]
-        goes_on = bool(prev.strip() and first and (first.islower() or first.isdigit())
-                       and not _LEAD.match(body).group().strip() and prev.rstrip()[-1:] not in ".!?;:")
-        if goes_on:
-            units[-1] += line
-        else:
-            units.append(line)
-    return units
-
-
-def without_sentences(text: str, match: "Callable[[str], bool]", *, wrapped: bool = False) -> tuple[str, int]:
-    """``text`` without its sentences that ``match`` (a line, or paragraph, they leave empty goes
-    too), and how many went.  Sentences end at . ! ? ; or where a line is not continued
-    (:func:`_units`); what is not taken out is left byte for byte."""
+def without_sentences(text: str, match: "Callable[[str], bool]") -> tuple[str, int]:
+    """``text`` without its sentences that ``match`` (a line they leave empty goes too), and how
+    many went.  A sentence ends at . ! ? ; or a line end (a sentence wrapped over two lines is
+    two: the file is then named, not cut: ``scrub_files``); a table row is one; what is not
+    taken out is left byte for byte."""
     out, gone = [], 0
-    for unit in _units(text, wrapped):
-        end = len(unit.rstrip("\r\n"))
-        lead = len(_LEAD.match(unit[:end]).group())  # a list item's or quote's mark stays with the rest
-        body = unit[lead:end]
-        cuts = sorted({0, len(body), *(m.end() for m in _SENTENCE_END.finditer(body))})
+    for line in text.splitlines(keepends=True):
+        end = len(line.rstrip("\r\n"))
+        lead = len(_LEAD.match(line[:end]).group())  # a list item's or quote's mark stays with the rest
+        body = line[lead:end]
+        row = body.lstrip().startswith("|")
+        cuts = sorted({0, len(body), *(() if row else (m.end() for m in _SENTENCE_END.finditer(body)))})
         spans = [body[a:b] for a, b in zip(cuts, cuts[1:])]
         kept = [p for p in spans if not match(p)]
         if len(kept) == len(spans):
-            out.append(unit)
+            out.append(line)
             continue
         gone += len(spans) - len(kept)
         if "".join(kept).strip():
-            out.append(unit[:lead] + "".join(kept).rstrip() + unit[end:])
+            out.append(line[:lead] + "".join(kept).rstrip() + line[end:])
     return "".join(out), gone
 
 
@@ -255,14 +236,14 @@ def scrub_files(workspace: "Workspace", query: str, *, dry_run: bool = False) ->
             text = workspace.cat(entry["path"]).decode("utf-8")
         except UnicodeDecodeError:
             continue  # not text: nothing a context shows
-        new, n = without_sentences(text, match, wrapped=True)
+        new, n = without_sentences(text, match)
         indexed = indexed_type(entry["path"]) is not None
-        if not n:
-            if indexed and match(text):  # every word, but in no one sentence: the user's to edit
-                out.append({"path": entry["path"], "sentences": 0, "kept": True, "why": "not in one sentence"})
-            continue
-        if indexed and not dry_run:
+        if indexed and n and not dry_run:
             workspace.write(entry["path"], new)
-        out.append({"path": entry["path"], "sentences": n,
-                    **({} if indexed else {"kept": True, "why": "never recalled"})})
+        if not indexed and n:
+            out.append({"path": entry["path"], "sentences": n, "kept": True, "why": "never recalled"})
+        elif indexed and match(new):  # every word still there, but in no one sentence: the user's to edit
+            out.append({"path": entry["path"], "sentences": n, "kept": True, "why": "not in one sentence"})
+        elif n:
+            out.append({"path": entry["path"], "sentences": n})
     return out

@@ -87,25 +87,18 @@ def message_key(user: str, msg: dict) -> str | None:
     return f"{user}\x1fts\x1f{digest}"
 
 
-# bead_keys db: a message key whose bead was forgotten is kept as this prefix + the 16 bytes of
-# its digest (``key_digest``, carried by the ``bead.forget`` op, so a rebuild and every replica
-# keep it too): an agent re-sending its history does not bring a forgotten turn back.
+# bead_keys db: what a forget or an edit leaves of a message, so a re-sent one does not undo them,
+# each as ``kind`` + user + ``\0`` + 16 bytes of a digest -> the HLC key of the op that left it
+# (carried by the ``bead.forget`` op, so a rebuild and every replica keep them; forgetting the
+# user drops those stamped before: ``LogTxn.drop_marks``): a forgotten message key (``key_digest``),
+# and a text an edit replaced (``text_digest``, ``was``).
 FORGOTTEN_KEY = b"\x00"
+SUPERSEDED_KEY = b"\x01"
 
 
 def key_digest(key: str) -> str:
-    """The digest a forgotten message key is kept as (hex; not the key, which names the user)."""
+    """The digest a forgotten message key is kept as (hex; not the key itself)."""
     return hashlib.sha256(key.encode()).hexdigest()[:32]
-
-
-def forgotten_key(key: str) -> bytes:
-    """The ``bead_keys`` entry of a forgotten ``key``."""
-    return FORGOTTEN_KEY + bytes.fromhex(key_digest(key))
-
-
-# bead_keys db: a text an edit replaced, as this prefix + 16 bytes of ``text_digest`` (carried by
-# the edit's ``bead.forget`` as ``was``): re-sending that older version is not an edit again.
-SUPERSEDED_KEY = b"\x01"
 
 
 def text_digest(key: str, content_sha256: str) -> str:
@@ -114,10 +107,20 @@ def text_digest(key: str, content_sha256: str) -> str:
     return hashlib.sha256(f"{key}\x1f{content_sha256}".encode()).hexdigest()[:32]
 
 
+def mark_key(kind: bytes, user: str, digest: str) -> bytes:
+    """The ``bead_keys`` entry of a forgotten key or superseded text (``kind``) of ``user``."""
+    return kind + user.encode() + b"\0" + bytes.fromhex(digest)
+
+
+def forgotten_key(key: str) -> bytes:
+    """The ``bead_keys`` entry of a forgotten message ``key`` (which starts with its user)."""
+    return mark_key(FORGOTTEN_KEY, key.split("\x1f", 1)[0], key_digest(key))
+
+
 def superseded(get: Callable[[bytes], Any], key: str, content: str) -> bool:
     """Whether ``content`` is a text the message ``key`` had before an edit replaced it."""
     sha = hashlib.sha256(content.encode("utf-8")).hexdigest()
-    return get(SUPERSEDED_KEY + bytes.fromhex(text_digest(key, sha))) is not None
+    return get(mark_key(SUPERSEDED_KEY, key.split("\x1f", 1)[0], text_digest(key, sha))) is not None
 
 
 def _keys(user: str, msg: dict) -> list[str]:

@@ -75,6 +75,7 @@ def ingest(store: "Store", lines: Iterable[str | bytes | dict], *, user: str,
     if progress:
         progress(report)
     report.pop("_queue", None)
+    report.pop("_edited", None)
     return report
 
 
@@ -82,9 +83,11 @@ def _unseen(store: "Store", batch: list[dict], user: str, report: dict) -> tuple
     """The messages of ``batch`` to store: not seen before (in the store, or earlier in this
     batch), or an edit (re-sent with their id and a text their turn neither says nor said
     before: ``ingest.superseded``); and the beads the edits replace.  Of the lines of one id
-    in a batch, the last is the message (a reply streamed in parts, then whole)."""
+    in a batch, the last is the message (a reply streamed in parts, then whole), and so is a later
+    line of an id this ingest edited (so where batches split changes nothing)."""
     fresh, keys, again = [], set(), []
     last = {message_key(user, m): i for i, m in enumerate(batch) if m.get("id") is not None}
+    edited = report.setdefault("_edited", set())  # keys this ingest edited: a later line of one wins
     with store.log.bead_keys() as seen:  # one read of ingest's dedup keys (OpLog.bead_keys)
         for i, msg in enumerate(batch):
             key = message_key(user, msg)  # None: nothing proves it was seen, so it is new
@@ -93,7 +96,8 @@ def _unseen(store: "Store", batch: list[dict], user: str, report: dict) -> tuple
                 report["forgotten"] = report.get("forgotten", 0) + 1  # (only when some were)
                 keys.add(key)
                 continue
-            if key is not None and (key in keys or last.get(key, i) != i or superseded(seen, key, msg["content"])):
+            if key is not None and (key in keys or last.get(key, i) != i or (
+                    key not in edited and superseded(seen, key, msg["content"]))):
                 report["duplicates"] += 1  # seen in this batch, a later line has its id, or an old text of it
                 if known and "_beads" in report:
                     report["_beads"].append(known)
@@ -115,6 +119,7 @@ def _unseen(store: "Store", batch: list[dict], user: str, report: dict) -> tuple
                 report["_beads"].append(known)
             continue
         report["edited"] = report.get("edited", 0) + 1  # (only when some were)
+        edited.add(key)
         replaced.append(known)  # an edit keeps the turn's place in the thread, and its expiry
         keep = {"ts": old["ts"]} if msg["ts"] is None else {}
         fresh.append((key, {**msg, **keep, "expires_at": old.get("expires_at")}))

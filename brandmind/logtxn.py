@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from .clock import CLOCK_HINT, HLC, hlc_key, skewed_by, span
 from .errors import ClockSkew
-from .ingest import FORGOTTEN_KEY, SUPERSEDED_KEY, forgotten_key
+from .ingest import FORGOTTEN_KEY, SUPERSEDED_KEY, forgotten_key, mark_key
 from .logvalues import PACKED_AFTER, dumps, loads, pack, pack_after, plain  # noqa: F401  (oplog imports dumps/loads from here)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -372,16 +372,35 @@ class LogTxn:
     def set_bead_key(self, key: str, bead_id: str) -> None:
         self.txn.put(key.encode(), bead_id.encode(), db=self.db["bead_keys"])
 
-    def forget_key(self, digest: str | None) -> None:
-        """Keep a forgotten message key (by ``ingest.key_digest``; None: the turn had none, or
-        its forget came from a bm before 2026-11-30): ingest stores it no more."""
-        if digest:
-            self.txn.put(FORGOTTEN_KEY + bytes.fromhex(digest), b"", db=self.db["bead_keys"])
+    def keep_marks(self, user: str | None, key: str | None, was: str | None, hk: str) -> None:
+        """Keep ``user``'s forgotten message key and superseded text (digests: ingest.mark_key)
+        as of the ``bead.forget`` stamped ``hk`` (a later mark of the same stays: a mark only
+        grows); none once the user was forgotten after it (remove wins)."""
+        gone = self.forget_mark("user", user) if user else None
+        if not user or (gone is not None and hk < gone):
+            return
+        for kind, digest in ((FORGOTTEN_KEY, key), (SUPERSEDED_KEY, was)):
+            if digest:
+                entry = mark_key(kind, user, digest)
+                old = self.txn.get(entry, db=self.db["bead_keys"])
+                if old is None or bytes(old).decode() < hk:
+                    self.txn.put(entry, hk.encode(), db=self.db["bead_keys"])
 
-    def supersede(self, digest: str | None) -> None:
-        """Keep a text an edit replaced (by ``ingest.text_digest``): re-sent, it is no edit."""
-        if digest:
-            self.txn.put(SUPERSEDED_KEY + bytes.fromhex(digest), b"", db=self.db["bead_keys"])
+    def drop_marks(self, user: str, hk: str) -> None:
+        """Forgetting ``user``: their marks left by ops stamped before ``hk`` go."""
+        db = self.db["bead_keys"]
+        for kind in (FORGOTTEN_KEY, SUPERSEDED_KEY):
+            prefix = kind + user.encode() + b"\0"
+            cur = self.txn.cursor(db=db)
+            stale = []
+            if cur.set_range(prefix):
+                for key, value in cur:
+                    if not bytes(key).startswith(prefix):
+                        break
+                    if bytes(value).decode() < hk:
+                        stale.append(bytes(key))
+            for key in stale:
+                self.txn.delete(key, db=db)
 
     def key_forgotten(self, key: str) -> bool:
         return self.txn.get(forgotten_key(key), db=self.db["bead_keys"]) is not None

@@ -276,6 +276,8 @@ def bead_forget(p: dict) -> None:
     _opt(p, "user", _name, "user")  # whose turn it was (mirrors delete it there); older ops lack it
     _opt(p, "key", _digest, "message key digest")  # its ingest key, kept forgotten; older ops lack it
     _opt(p, "was", _digest, "superseded text digest")  # an edit's old text
+    if (p.get("key") or p.get("was")) and not p.get("user"):
+        raise _bad('a bead.forget with "key" or "was" names its "user"')
 
 
 def memory_retire(p: dict) -> None:

@@ -539,7 +539,8 @@ def apply_bead_add(txn: "LogTxn", op: dict, hk: str) -> None:
 
 
 def apply_user_forget_log(txn: "LogTxn", op: dict, hk: str) -> None:
-    """The user's beads stamped before the forget go (order-free: each bead's op HLC is kept)."""
+    """The user's beads and marks (LogTxn.keep_marks) stamped before the forget go (order-free)."""
+    txn.drop_marks(op["payload"]["user"], hk)
     for bead_id in txn.user_bead_ids(op["payload"]["user"]):
         bead = txn.get_bead(bead_id)
         known = txn.bead_hlc(bead_id)
@@ -548,9 +549,8 @@ def apply_user_forget_log(txn: "LogTxn", op: dict, hk: str) -> None:
 
 
 def apply_bead_forget_log(txn: "LogTxn", op: dict, hk: str) -> None:
-    """The turn's ingest key kept forgotten, or its old text superseded (an edit): bead_keys."""
-    txn.forget_key(op["payload"].get("key"))
-    txn.supersede(op["payload"].get("was"))
+    """Its user's forgotten key, or an edit's old text, kept in bead_keys."""
+    txn.keep_marks(op["payload"].get("user"), op["payload"].get("key"), op["payload"].get("was"), hk)
 
 
 def no_log_side(txn: "LogTxn", op: dict, hk: str) -> None:

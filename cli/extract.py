@@ -25,8 +25,9 @@ def facts_summary(facts: dict, llm: dict | None, extract: dict | None) -> str:
 
 def dry_run_lines(report: dict[str, Any]) -> list[str]:
     """The human summary of `bm ingest --dry-run`: what would be stored and extracted."""
-    lines = [f"dry run: would ingest {report['would_ingest']} message(s), {report['duplicates']} already known, "
-             + (f"{report['edited']} of them edits, " if report.get("edited") else "")
+    lines = [f"dry run: would ingest {report['would_ingest']} message(s)"
+             + (f" ({report['edited']} of them edits of stored ones)" if report.get("edited") else "")
+             + f", {report['duplicates']} already known, "
              + (f"{report['forgotten']} forgotten before, " if report.get("forgotten") else "")
              + f"{len(report['bad'])} bad line(s); nothing was stored"]
     extract = report.get("extract")

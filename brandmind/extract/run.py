@@ -254,10 +254,15 @@ def dry_run_ingest(store: "Store", lines: Iterable[Any], *, user: str, skip_bad:
         exc.message += " — dry run: nothing was stored"
         exc.hint = "fix the line, or pass --skip-bad"
 
+    msgs = list(read_messages(lines, report, skip_bad=skip_bad, on_bad=refuse))
+    last = {message_key(user, m): i for i, m in enumerate(msgs) if m.get("id") is not None}
     with store.log.bead_keys() as get:
-        for msg in read_messages(lines, report, skip_bad=skip_bad, on_bad=refuse):
+        for i, msg in enumerate(msgs):
             key = message_key(user, msg)
             stored = known_bead(get, user, msg)
+            if key is not None and last.get(key, i) != i:  # a later line has its id: it is the message
+                report["duplicates"] += 1
+                continue
             if key is not None and not stored and key not in seen and forgotten(get, user, msg):
                 report["forgotten"] = report.get("forgotten", 0) + 1
                 seen.add(key)
