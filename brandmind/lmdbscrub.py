@@ -51,36 +51,51 @@ def _meta(mm: Any, psize: int, n: int) -> tuple[int, int, int, int]:
     return txnid, last_pg, free_root, main_root
 
 
-def _walk(mm: Any, psize: int, roots: list[int], live: set[int], gaps: list[tuple[int, int]]) -> None:
-    """Mark every page reachable from ``roots`` live; note the unused byte ranges in them."""
-    stack = [r for r in roots if r != INVALID]
-    while stack:
-        pg = stack.pop()
-        if pg in live:
-            continue
-        live.add(pg)
-        base = pg * psize
-        flags = _u16(mm, base + 10)
-        lower, upper = _u16(mm, base + 12), _u16(mm, base + 14)
-        if not flags & (P_BRANCH | P_LEAF):
-            continue
-        if upper > lower:
-            gaps.append((base + lower, base + upper))
-        for i in range((lower - PAGE_HEADER) // 2):
-            node = base + _u16(mm, base + PAGE_HEADER + 2 * i)
-            lo, hi, nflags, ksize = struct.unpack_from("<HHHH", mm, node)
-            if flags & P_BRANCH:
-                stack.append(lo | hi << 16 | nflags << 32)
-                continue
-            data = node + NODE_HEADER + ksize
-            if nflags & F_BIGDATA:
+def _walk(mm: Any, psize: int, roots: list[int], live: Any, gaps: list[tuple[int, int]]) -> None:
+    """Mark every page reachable from ``roots`` live (``live``: a numpy bool per page); note the
+    unused byte ranges in them.  A level of the trees at a time, its pages' headers and nodes
+    read as arrays (numpy): a node is looked at one by one only when it holds a big value
+    (overflow pages) or a sub-database (~1 s at 100,000 memories node by node, ~0.1 s so)."""
+    import numpy as np
+
+    u16 = np.frombuffer(mm, dtype="<u2")
+    half = psize // 2
+    level = np.array(sorted({r for r in roots if r != INVALID}), dtype=np.int64)
+    while len(level):
+        level = np.unique(level[~live[level]])
+        if not len(level):
+            break
+        live[level] = True
+        head = level * half
+        flags, lower, upper = u16[head + 5], u16[head + 6].astype(np.int64), u16[head + 7].astype(np.int64)
+        tree = (flags & (P_BRANCH | P_LEAF)) != 0
+        level, flags, lower, upper, head = level[tree], flags[tree], lower[tree], upper[tree], head[tree]
+        for pg in np.flatnonzero(upper > lower).tolist():
+            base = int(level[pg]) * psize
+            gaps.append((base + int(lower[pg]), base + int(upper[pg])))
+        counts = np.maximum(lower - PAGE_HEADER, 0) // 2
+        if not counts.sum():
+            break
+        page_of = np.repeat(np.arange(len(level)), counts)
+        slot = np.arange(len(page_of)) - np.repeat(np.cumsum(counts) - counts, counts)
+        node = head[page_of] * 2 + u16[head[page_of] + PAGE_HEADER // 2 + slot].astype(np.int64)  # byte offsets
+        at = node // 2  # nodes sit on even offsets
+        lo, hi, nflags, ksize = (u16[at + i].astype(np.int64) for i in range(4))
+        branch = (flags[page_of] & P_BRANCH) != 0
+        children = (lo | hi << 16 | nflags << 32)[branch]
+        special = np.flatnonzero(~branch & ((nflags & (F_BIGDATA | F_SUBDATA)) != 0))
+        more: list[int] = []
+        for i in special.tolist():
+            data = int(node[i] + NODE_HEADER + ksize[i])
+            if nflags[i] & F_BIGDATA:
                 first = _u64(mm, data)
                 pages = struct.unpack_from("<I", mm, first * psize + 12)[0]
-                live.update(range(first, first + pages))
-                end = first * psize + PAGE_HEADER + (lo | hi << 16)
+                live[first:first + pages] = True
+                end = first * psize + PAGE_HEADER + int(lo[i] | hi[i] << 16)
                 gaps.append((end, (first + pages) * psize))
-            elif nflags & F_SUBDATA and _u64(mm, data + DB_ROOT) != INVALID:  # (INVALID: empty)
-                stack.append(_u64(mm, data + DB_ROOT))
+            elif _u64(mm, data + DB_ROOT) != INVALID:  # a sub-database (INVALID: empty)
+                more.append(_u64(mm, data + DB_ROOT))
+        level = np.concatenate([children, np.array(more, dtype=np.int64)])
 
 
 def scrub(env: Any, path: Path) -> bool:
@@ -96,14 +111,16 @@ def scrub(env: Any, path: Path) -> bool:
                 parts = line.split()
                 if len(parts) == 3 and parts[2].isdigit() and int(parts[2]) < oldest:
                     return False
-            live: set[int] = {0, 1}
+            import numpy as np
+
+            live = np.zeros(len(mm) // psize, dtype=bool)
+            live[:2] = True
             gaps: list[tuple[int, int]] = []
             _walk(mm, psize, [r for m in metas for r in m[2:]], live, gaps)
             last = max(m[1] for m in metas)
             zero_page = bytes(psize)
-            for pg in range(2, min(last + 1, len(mm) // psize)):
-                if pg not in live:
-                    mm[pg * psize:(pg + 1) * psize] = zero_page
+            for pg in np.flatnonzero(~live[:last + 1]).tolist():
+                mm[pg * psize:(pg + 1) * psize] = zero_page
             for start, end in gaps:
                 mm[start:end] = bytes(end - start)
             mm.flush()
