@@ -97,7 +97,7 @@ def _unseen(store: "Store", batch: list[dict], user: str, report: dict) -> tuple
                 keys.add(key)
                 continue
             if key is not None and (key in keys or last.get(key, i) != i or (
-                    key not in edited and superseded(seen, key, msg["content"]))):
+                    known and key not in edited and superseded(seen, key, msg["content"]))):
                 report["duplicates"] += 1  # seen in this batch, a later line has its id, or an old text of it
                 if known and "_beads" in report:
                     report["_beads"].append(known)
