@@ -7,7 +7,9 @@ from a forgotten turn (its raw-turn memory, facts extracted from it).  One op ea
 redacted in the log, the text scrubbed from the files (oplog.scrub, SQLite secure_delete and a
 WAL truncate); graph nodes only the forgotten facts named go too (``kg.node.remove``).  A
 forgotten turn's ingest key stays, as a digest carried by its ``bead.forget``: an agent that
-re-sends its history does not bring the turn back (``ingest.forgotten``).
+re-sends its history does not bring the turn back (``ingest.forgotten``).  ``forget_in`` and
+``after_forget`` are its two halves (in the write transaction, then after the catch-up), which
+an edit at ingest runs around its own writes (``edit_plan``: what an edit forgets).
 ``sparing_pinned(store, ids, bead_ids)`` keeps of those the ones whose forget takes no pinned
 memory along (brandmind/expiry.py: expiry and ``--older-than`` never forget a pin).
 ``scrub_blocks(blocks, query, user)`` takes out of the user's own core blocks every sentence
@@ -76,8 +78,9 @@ def forget_ids(store: "Store", ids: Iterable[str], bead_ids: Iterable[str] = ())
 def forget_in(t: "LogTxn", ids: list[str], beads: list[str], rows: dict[str, dict], *,
               keep_keys: bool = False) -> None:
     """Append and apply (log side) the forgets of memories ``ids`` (their ``rows``) and of
-    ``beads``, in the caller's write transaction.  ``keep_keys``: the turns' ingest keys stay
-    free (an edit stores the message again in the same transaction)."""
+    ``beads``, in the caller's write transaction.  ``keep_keys`` (an edit, which stores the
+    message again in the same transaction): the turns' keys stay free and their old texts are
+    kept as superseded (``_about``)."""
     for memory_id in ids:
         op = t.append(Kind.MEMORY_FORGET, {"id": memory_id})
         # the text does not linger in the log; a copy of the add arriving later is redacted
