@@ -2,12 +2,13 @@
 
 Messages provably seen before (by id, else by an explicit ts with thread, role, speaker and
 content: brandmind/ingest.py ``message_key``) are not stored again; a message with neither is
-always new.  One re-sent with its id and another text is an edit (a chat edit, or a streamed reply
-sent again whole): the turn it replaces is forgotten, with what was made from it, and the new text
-stored in its place (its ts, unless the message gives one), in the one transaction of its batch;
-its old text is kept as superseded (a digest), so re-sending an older version changes nothing.
-One whose turn was forgotten is not stored again.  A bad line stops the ingest with its line number, after committing the lines
-before it (``skip_bad`` reports it and goes on).  Every batch is one op-log transaction and
+always new.  One re-sent with its id and another text is an edit (a chat edit, or a streamed
+reply sent again whole): the turn it replaces is forgotten, with the memories made from it alone,
+and the new text stored in its place (its ts, unless the message gives one), in the one
+transaction of its batch; its old text is kept as superseded (a digest), so re-sending an older
+version changes nothing.  One whose turn was forgotten is not stored again.  A bad line stops
+the ingest with its line number, after committing the lines before it (``skip_bad`` reports it
+and goes on).  Every batch is one op-log transaction and
 one SQLite transaction: nothing is ever half-stored.  Each turn's memory carries its episode:
 that of the turn before it in the thread when the pause since is at most
 ``episode_gap_minutes``, else a new one named by its start.
