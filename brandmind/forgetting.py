@@ -22,7 +22,6 @@ and redacts the log (brandmind/logforget.py ``forget_user_in_log``).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from typing import TYPE_CHECKING, Callable, Iterable
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from .clock import now_millis
 from .ops import Kind
 from .projection import apply_log_side, hlc_key
-from .ingest import key_digest, text_digest
+from .ingest import key_digest, text_digest, text_sha
 from .logforget import forget_bead_in_log, forget_memory_in_log, forget_nodes_in_log, forget_user_in_log
 from .storage import forget as q
 from .storage.expiry import pinned_among
@@ -134,8 +133,7 @@ def _about(bead: dict | None, edit: bool = False) -> dict:
         return {"user": bead["user"]}
     if not edit:
         return {"user": bead["user"], "key": key_digest(bead["key"])}
-    sha = bead.get("blob") or hashlib.sha256(bead["content"].encode("utf-8")).hexdigest()
-    return {"user": bead["user"], "was": text_digest(bead["key"], sha)}
+    return {"user": bead["user"], "was": text_digest(bead["key"], bead.get("blob") or text_sha(bead["content"]))}
 
 
 def _turns_of(row: dict | None) -> set[str]:

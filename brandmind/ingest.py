@@ -107,20 +107,29 @@ def text_digest(key: str, content_sha256: str) -> str:
     return hashlib.sha256(f"{key}\x1f{content_sha256}".encode()).hexdigest()[:32]
 
 
+def text_sha(text: str) -> str:
+    """The sha256 hex of a text's UTF-8 bytes (what a blob holding it is named by)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def mark_key(kind: bytes, user: str, digest: str) -> bytes:
-    """The ``bead_keys`` entry of a forgotten key or superseded text (``kind``) of ``user``."""
+    """The ``bead_keys`` entry of a forgotten key or superseded text (``kind``) of ``user``
+    (with ``digest`` "": the prefix of all of theirs of that kind)."""
     return kind + user.encode() + b"\0" + bytes.fromhex(digest)
 
 
+def _user_of(key: str) -> str:
+    return key.split("\x1f", 1)[0]  # a message key starts with its user (message_key)
+
+
 def forgotten_key(key: str) -> bytes:
-    """The ``bead_keys`` entry of a forgotten message ``key`` (which starts with its user)."""
-    return mark_key(FORGOTTEN_KEY, key.split("\x1f", 1)[0], key_digest(key))
+    """The ``bead_keys`` entry of a forgotten message ``key``."""
+    return mark_key(FORGOTTEN_KEY, _user_of(key), key_digest(key))
 
 
 def superseded(get: Callable[[bytes], Any], key: str, content: str) -> bool:
     """Whether ``content`` is a text the message ``key`` had before an edit replaced it."""
-    sha = hashlib.sha256(content.encode("utf-8")).hexdigest()
-    return get(mark_key(SUPERSEDED_KEY, key.split("\x1f", 1)[0], text_digest(key, sha))) is not None
+    return get(mark_key(SUPERSEDED_KEY, _user_of(key), text_digest(key, text_sha(content)))) is not None
 
 
 def _keys(user: str, msg: dict) -> list[str]:
@@ -152,7 +161,7 @@ def same_text(bead: dict, content: str) -> bool:
     message re-sent with its id and another text is an edit."""
     if "content" in bead:
         return bead["content"] == content
-    return bead.get("blob") == hashlib.sha256(content.encode("utf-8")).hexdigest()
+    return bead.get("blob") == text_sha(content)
 
 
 def forgotten(get: Callable[[bytes], Any], user: str, msg: dict) -> bool:

@@ -99,25 +99,19 @@ def _unseen(store: "Store", batch: list[dict], user: str, report: dict) -> tuple
                 continue
             if key is not None and (key in keys or last.get(key, i) != i or (
                     known and key not in edited and superseded(seen, key, msg["content"]))):
-                report["duplicates"] += 1  # seen in this batch, a later line has its id, or an old text of it
-                if known and "_beads" in report:
-                    report["_beads"].append(known)
+                _duplicate(report, known)  # seen in this batch, a later line has its id, or an old text of it
                 continue
             keys.add(key)
             if known and msg.get("id") is not None:
                 again.append((known, key, msg))  # its text is compared below (a read of its own)
             elif known:
-                report["duplicates"] += 1
-                if "_beads" in report:
-                    report["_beads"].append(known)
+                _duplicate(report, known)
             else:
                 fresh.append((key, msg))
     replaced = []
     for (known, key, msg), old in zip(again, store.log.get_beads(k for k, _, _ in again)):
         if old is None or same_text(old, msg["content"]):
-            report["duplicates"] += 1
-            if "_beads" in report:
-                report["_beads"].append(known)
+            _duplicate(report, known)
             continue
         report["edited"] = report.get("edited", 0) + 1  # (only when some were)
         edited.add(key)
@@ -125,6 +119,14 @@ def _unseen(store: "Store", batch: list[dict], user: str, report: dict) -> tuple
         keep = {"ts": old["ts"]} if msg["ts"] is None else {}
         fresh.append((key, {**msg, **keep, "expires_at": old.get("expires_at")}))
     return fresh, replaced
+
+
+def _duplicate(report: dict, bead_id: str | None) -> None:
+    """Count a message found stored (as ``bead_id``; None: earlier in this batch), which an
+    extraction after the ingest still reads (``_beads``)."""
+    report["duplicates"] += 1
+    if bead_id and "_beads" in report:
+        report["_beads"].append(bead_id)
 
 
 def store_batch(store: "Store", batch: list[dict], user: str, report: dict, *,
@@ -162,9 +164,7 @@ def store_batch(store: "Store", batch: list[dict], user: str, report: dict, *,
                 report["forgotten"] = report.get("forgotten", 0) + 1
                 continue
             if key is not None and t.bead_for_key(key):  # another process stored it meanwhile
-                report["duplicates"] += 1
-                if "_beads" in report:
-                    report["_beads"].append(t.bead_for_key(key))
+                _duplicate(report, t.bead_for_key(key))
                 continue
             bead_id = _store_turn(store, t, msg, key, text, user, now, episodes, ops,
                                   expires_at if expires_at is not None else msg.get("expires_at"))

@@ -390,7 +390,7 @@ class LogTxn:
         """Forgetting ``user``: their marks left by ops stamped before ``hk`` go."""
         db = self.db["bead_keys"]
         for kind in (FORGOTTEN_KEY, SUPERSEDED_KEY):
-            prefix = kind + user.encode() + b"\0"
+            prefix = mark_key(kind, user, "")
             cur = self.txn.cursor(db=db)
             stale = []
             if cur.set_range(prefix):

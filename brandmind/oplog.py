@@ -19,9 +19,10 @@ Named databases in ``log.lmdb``:
                bead (one copy of a turn's text in LMDB; older stores: the packed bead
                JSON, still read; content over the threshold lives in blobs/)
 ``bead_time``  ``user \\0 ts(8 BE) \\0 bead id`` -> b"" (the per-user thread, in time order)
-``bead_keys``  message key -> bead id (so re-ingesting a message stores nothing); a
-               forgotten turn's key as ``\\0`` + 16 bytes of its digest -> b"" (so it is
-               not stored again: ingest.FORGOTTEN_KEY, set from its ``bead.forget``)
+``bead_keys``  message key -> bead id (so re-ingesting a message stores nothing); and the
+               marks a ``bead.forget`` leaves, ``kind user \\0 digest(16)`` -> the HLC key of
+               that op (ingest.mark_key: a forgotten message key, not stored again, and a
+               text an edit replaced, no edit again; dropped by the user's forget)
 ``vcache``     ``model \\0 sha256(text)[:16]`` -> float32 vector bytes: vectors on their way
                to the projection (a pulled or imported memory's, one embedded by
                ``Store.vector_for``) and those of texts that are not memories (skills,

@@ -225,9 +225,8 @@ def forget(
     elif dry_run:
         info(f"would forget {len(result['forgotten'])} memories and {len(result['beads'])} turns"
              " (and the turns and memories they came from or gave)")
-    elif result["forgotten"] or result["beads"] or result.get("blocks") or any(
-            f["sentences"] and f.get("why") != "never recalled" for f in result.get("files", [])):
-        edited = [f["path"] for f in result.get("files", []) if f["sentences"] and f.get("why") != "never recalled"]
+    elif result["forgotten"] or result["beads"] or result.get("blocks") or _edited(result.get("files", [])):
+        edited = [f["path"] for f in _edited(result.get("files", []))]
         info(f"forgot {len(result['forgotten'])} memories and {len(result['beads'])} turns"
              + (f"; took out {_sentences(result['blocks'])}" if result.get("blocks") else "")
              + (f"; took the sentences out of {', '.join(edited)}" if edited else ""))
@@ -294,7 +293,7 @@ def _forget_matching(mem: Any, match: str, user: Optional[str], yes: bool) -> di
     turns = mem.match_beads(match, user=user)
     held = mem.scrub_blocks(match, user=user, dry_run=True)  # core blocks that say it
     files = mem.scrub_files(match, user=user, dry_run=True)  # and workspace files
-    edited = [f for f in files if f["sentences"] and f.get("why") != "never recalled"]
+    edited = _edited(files)
     if not found and not turns and not held and not edited:
         info(f"nothing matched {match!r} for user {mem.store.user(user)!r}: nothing forgotten")
         _kept_files(files)
@@ -314,6 +313,11 @@ def _forget_matching(mem: Any, match: str, user: Optional[str], yes: bool) -> di
     out = mem.forget_matching(match, user=user)
     _kept_files(out["files"])
     return {**out, "memories": out.pop("forgotten")}
+
+
+def _edited(files: list[dict]) -> list[dict]:
+    """The files --match takes sentences out of (recalled ones: drafts are only named)."""
+    return [f for f in files if f["sentences"] and f.get("why") != "never recalled"]
 
 
 def _kept_files(files: list[dict]) -> None:
